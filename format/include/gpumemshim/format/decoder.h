@@ -1,0 +1,77 @@
+// Reads a trace: header check, then one framed record at a time. A truncated final record ends the
+// read cleanly (status kTruncated); anything else malformed is an error with the byte offset.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gpumemshim/format/records.h"
+
+namespace gpumemshim::format {
+
+// A read-only memory map of a trace file.
+class MappedFile {
+ public:
+  MappedFile() = default;
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  // Returns "" on success, else a one-line reason.
+  std::string open(const std::string& path);
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+struct RawRecord {
+  RecordType type{};
+  const uint8_t* payload = nullptr;
+  size_t size = 0;
+  uint64_t offset = 0;  // of the record's first byte in the file
+};
+
+enum class ReadStatus { kRecord, kEnd, kTruncated, kError };
+
+struct Version {
+  uint16_t major = 0;
+  uint16_t minor = 0;
+};
+
+class RecordReader {
+ public:
+  explicit RecordReader(std::span<const uint8_t> data) : data_(data) {}
+  // Checks magic and version; returns "" when the records can be read, else a one-line reason.
+  std::string read_header();
+  Version version() const { return version_; }
+  ReadStatus next(RawRecord& out);
+  const std::string& error() const { return error_; }
+  uint64_t offset() const { return pos_; }
+  uint64_t size() const { return data_.size(); }
+
+ private:
+  std::span<const uint8_t> data_;
+  size_t pos_ = 0;
+  Version version_;
+  std::string error_;
+};
+
+// Payload decoders: false when the payload is malformed. Fields added by later minor versions
+// follow the known ones and are ignored. String views point into the mapped file.
+bool decode(const RawRecord& r, ProcessRecord& out);
+bool decode(const RawRecord& r, ModuleRecord& out);
+bool decode(const RawRecord& r, StackRecord& out, std::vector<uint64_t>& frames);
+bool decode(const RawRecord& r, AllocRecord& out);
+bool decode(const RawRecord& r, FreeRecord& out);
+bool decode(const RawRecord& r, AllocFailedRecord& out);
+bool decode(const RawRecord& r, MemInfoRecord& out);
+bool decode(const RawRecord& r, MarkerRecord& out);
+bool decode(const RawRecord& r, DeviceRecord& out);
+bool decode(const RawRecord& r, AttributeRecord& out);
+bool decode(const RawRecord& r, EndRecord& out);
+
+}  // namespace gpumemshim::format

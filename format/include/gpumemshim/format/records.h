@@ -1,0 +1,174 @@
+// The records of the gpumemshim trace format (docs/trace-format.md). Plain data shared by the
+// encoder (used inside the shim's hot path) and the decoder (used by the analyzer).
+#pragma once
+#include <cstdint>
+#include <string_view>
+
+namespace gpumemshim::format {
+
+inline constexpr char kMagic[8] = {'G', 'M', 'S', 'T', 'R', 'A', 'C', 'E'};
+inline constexpr uint16_t kVersionMajor = 1;
+inline constexpr uint16_t kVersionMinor = 0;
+inline constexpr size_t kHeaderSize = 16;
+
+enum class RecordType : uint8_t {
+  kProcess = 1,
+  kModule = 2,
+  kStack = 3,
+  kAlloc = 4,
+  kFree = 5,
+  kAllocFailed = 6,
+  kMemInfo = 7,
+  kMarker = 8,
+  kDevice = 9,
+  kAttribute = 10,
+  kEnd = 11,
+};
+
+// Which API call made the event. Values are part of the format: append only.
+enum class Api : uint8_t {
+  kUnknown = 0,
+  kCudaMalloc = 1,
+  kCudaFree = 2,
+  kCudaMallocAsync = 3,
+  kCudaFreeAsync = 4,
+  kCudaMallocFromPoolAsync = 5,
+  kCudaMallocManaged = 6,
+  kCudaMallocPitch = 7,
+  kCudaMalloc3D = 8,
+  kCudaMallocHost = 9,
+  kCudaHostAlloc = 10,
+  kCudaFreeHost = 11,
+  kCudaMemGetInfo = 12,
+  kCuMemAlloc = 13,
+  kCuMemFree = 14,
+  kCuMemAllocPitch = 15,
+  kCuMemAllocManaged = 16,
+  kCuMemAllocAsync = 17,
+  kCuMemFreeAsync = 18,
+  kCuMemAllocFromPoolAsync = 19,
+  kCuMemCreate = 20,
+  kCuMemRelease = 21,
+  kCuMemMap = 22,
+  kCuMemUnmap = 23,
+  kCuMemAddressReserve = 24,
+  kCuMemAddressFree = 25,
+  kCuMemHostAlloc = 26,
+  kCuMemAllocHost = 27,
+  kCuMemFreeHost = 28,
+  kCuMemGetInfo = 29,
+};
+inline constexpr uint8_t kApiCount = 30;
+
+// What kind of memory an event is about. Each kind is accounted on its own.
+enum class MemoryKind : uint8_t {
+  kDevice = 1,        // cudaMalloc / cuMemAlloc / pitch / 3D
+  kManaged = 2,       // unified memory
+  kPinnedHost = 3,    // page-locked host memory
+  kPool = 4,          // stream-ordered allocations from a memory pool
+  kPhysical = 5,      // VMM physical memory handle (cuMemCreate): address field holds the handle
+  kMapping = 6,       // VMM mapping of physical memory into reserved address space
+  kReservation = 7,   // VMM virtual address reservation (no memory)
+};
+inline constexpr uint8_t kMemoryKindMax = 7;
+
+enum class MarkerKind : uint8_t { kMark = 1, kStep = 2, kRangePush = 3, kRangePop = 4 };
+
+// Times are nanoseconds of CLOCK_MONOTONIC since ProcessRecord::start_mono_ns.
+struct ProcessRecord {
+  uint64_t pid = 0;
+  uint64_t ppid = 0;
+  int64_t rank = -1;
+  uint64_t start_wall_ns = 0;  // CLOCK_REALTIME at trace start
+  uint64_t start_mono_ns = 0;
+  std::string_view host;
+  std::string_view command_line;  // arguments joined by spaces
+  std::string_view executable;
+};
+
+struct ModuleRecord {
+  uint64_t load_bias = 0;
+  uint64_t start = 0;
+  uint64_t size = 0;
+  std::string_view build_id;  // raw bytes
+  std::string_view path;
+};
+
+// A native stack, innermost frame first. The id is the stack's hash: writers on different threads
+// may define the same stack twice, with identical frames.
+struct StackRecord {
+  uint64_t id = 0;
+  uint32_t frame_count = 0;
+  const uint64_t* frames = nullptr;  // encoder input
+};
+
+struct AllocRecord {
+  uint64_t time_ns = 0;
+  uint64_t thread_id = 0;
+  int32_t device = 0;
+  uint64_t stream = 0;
+  Api api = Api::kUnknown;
+  MemoryKind kind = MemoryKind::kDevice;
+  uint64_t address = 0;
+  uint64_t size = 0;
+  uint64_t stack_id = 0;  // 0: no stack
+};
+
+struct FreeRecord {
+  uint64_t time_ns = 0;
+  uint64_t thread_id = 0;
+  int32_t device = 0;
+  uint64_t stream = 0;
+  Api api = Api::kUnknown;
+  MemoryKind kind = MemoryKind::kDevice;
+  uint64_t address = 0;
+  uint64_t stack_id = 0;
+  uint32_t result = 0;  // the call's return code (a failed free leaves the memory allocated)
+};
+
+struct AllocFailedRecord {
+  uint64_t time_ns = 0;
+  uint64_t thread_id = 0;
+  int32_t device = 0;
+  uint64_t stream = 0;
+  Api api = Api::kUnknown;
+  MemoryKind kind = MemoryKind::kDevice;
+  uint64_t size = 0;
+  uint32_t error = 0;
+  uint64_t stack_id = 0;
+};
+
+struct MemInfoRecord {
+  uint64_t time_ns = 0;
+  int32_t device = 0;
+  uint64_t free_bytes = 0;
+  uint64_t total_bytes = 0;
+};
+
+struct MarkerRecord {
+  uint64_t time_ns = 0;
+  uint64_t thread_id = 0;
+  MarkerKind kind = MarkerKind::kMark;
+  std::string_view name;
+};
+
+struct DeviceRecord {
+  int32_t device = 0;
+  uint64_t total_bytes = 0;
+  std::string_view name;
+};
+
+struct AttributeRecord {
+  std::string_view key;  // e.g. "cuda.runtime_version"
+  std::string_view value;
+};
+
+struct EndRecord {
+  uint64_t time_ns = 0;
+};
+
+std::string_view api_name(Api api);
+std::string_view memory_kind_name(MemoryKind kind);
+std::string_view marker_kind_name(MarkerKind kind);
+
+}  // namespace gpumemshim::format

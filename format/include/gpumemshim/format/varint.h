@@ -1,0 +1,82 @@
+// LEB128 varints and a bounds-checked byte writer/reader. No allocation: the writer is used inside
+// the shim's hooks.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace gpumemshim::format {
+
+inline uint64_t zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
+inline int64_t unzigzag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+
+// Appends to a fixed buffer; once anything does not fit, ok() is false and nothing more is written.
+class ByteWriter {
+ public:
+  ByteWriter(uint8_t* data, size_t capacity) : data_(data), capacity_(capacity) {}
+  void u8(uint8_t v) {
+    if (size_ < capacity_) data_[size_++] = v; else ok_ = false;
+  }
+  void varint(uint64_t v) {
+    while (v >= 0x80) {
+      u8(static_cast<uint8_t>(v) | 0x80);
+      v >>= 7;
+    }
+    u8(static_cast<uint8_t>(v));
+  }
+  void svarint(int64_t v) { varint(zigzag(v)); }
+  void bytes(std::string_view s) {
+    varint(s.size());
+    if (capacity_ - size_ < s.size()) { ok_ = false; return; }
+    std::memcpy(data_ + size_, s.data(), s.size());
+    size_ += s.size();
+  }
+  bool ok() const { return ok_; }
+  size_t size() const { return size_; }
+  uint8_t* data() { return data_; }
+
+ private:
+  uint8_t* data_;
+  size_t capacity_;
+  size_t size_ = 0;
+  bool ok_ = true;
+};
+
+// Reads from a span; any read past the end sets failed() and yields zeros.
+class ByteReader {
+ public:
+  ByteReader(const uint8_t* data, size_t size) : p_(data), end_(data + size) {}
+  uint8_t u8() {
+    if (p_ == end_) { failed_ = true; return 0; }
+    return *p_++;
+  }
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p_ == end_) { failed_ = true; return 0; }
+      uint8_t b = *p_++;
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    failed_ = true;  // more than 10 bytes: not a varint
+    return 0;
+  }
+  int64_t svarint() { return unzigzag(varint()); }
+  std::string_view bytes() {
+    uint64_t n = varint();
+    if (failed_ || n > static_cast<uint64_t>(end_ - p_)) { failed_ = true; return {}; }
+    std::string_view s(reinterpret_cast<const char*>(p_), n);
+    p_ += n;
+    return s;
+  }
+  bool failed() const { return failed_; }
+  size_t remaining() const { return static_cast<size_t>(end_ - p_); }
+  const uint8_t* position() const { return p_; }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+  bool failed_ = false;
+};
+
+}  // namespace gpumemshim::format

@@ -1,0 +1,24 @@
+// The shim's settings, read once from GPUMEMSHIM_* variables (DESIGN.md §3). A bad value gets one
+// warning and the default; the host program always runs on.
+#pragma once
+#include <cstdint>
+
+#include "log.h"
+
+namespace gpumemshim::shim {
+
+struct Config {
+  char output_pattern[1024] = "gpumemshim.%h.%p.trace";
+  bool native_stacks = true;
+  bool python_stacks = true;
+  uint32_t depth = 64;
+  LogLevel log_level = LogLevel::kWarn;
+  bool disabled = false;
+};
+
+inline constexpr uint32_t kMaxDepth = 256;
+
+// Parses the environment; never fails.
+Config read_config();
+
+}  // namespace gpumemshim::shim

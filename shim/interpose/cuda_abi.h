@@ -1,0 +1,27 @@
+// The few CUDA types the hooks need, declared here so the shim builds without the toolkit and never
+// takes a CUDA soname. Layouts and values are the CUDA 13 ABI.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+typedef int cudaError_t;  // enum cudaError: 0 is cudaSuccess
+typedef struct CUstream_st* cudaStream_t;
+typedef struct CUmemPoolHandle_st* cudaMemPool_t;
+struct cudaPitchedPtr {
+  void* ptr;
+  size_t pitch;
+  size_t xsize;
+  size_t ysize;
+};
+struct cudaExtent {
+  size_t width;
+  size_t height;
+  size_t depth;
+};
+}
+
+namespace gpumemshim::shim {
+inline constexpr cudaError_t kCudaSuccess = 0;
+inline constexpr cudaError_t kCudaErrorInitializationError = 3;
+}  // namespace gpumemshim::shim

@@ -1,0 +1,275 @@
+#include "recorder.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <new>
+
+#include "../config.h"
+#include "../log.h"
+#include "../stack/native_stack.h"
+#include "clock.h"
+#include "gpumemshim/format/encoder.h"
+#include "thread_state.h"
+#include "trace_file.h"
+
+namespace gpumemshim::shim {
+
+namespace fmtrec = gpumemshim::format;
+
+namespace {
+
+// Process-wide recording state. kUninit: nothing read yet; kOpening: one thread opens the trace;
+// kRecording; kOff: disabled or the trace could not be written.
+enum Status : int { kUninit, kOpening, kRecording, kOff };
+
+constexpr int kMaxThreads = 4096;
+constexpr long kFlushIntervalNs = 50'000'000;  // the brief promises ≤ 100 ms of loss on SIGKILL
+
+Config g_config;
+std::atomic<int> g_config_state{0};  // 0 unread, 1 reading, 2 ready
+std::atomic<int> g_status{kUninit};
+std::atomic<bool> g_finalized{false};  // after exit started: every record is written at once
+std::atomic<bool> g_flusher_running{false};
+TraceFile g_file;
+uint64_t g_start_mono_ns = 0;
+pthread_key_t g_thread_key;
+std::atomic<ThreadState*> g_slots[kMaxThreads];
+
+__attribute__((tls_model("initial-exec"))) thread_local ThreadState* t_state = nullptr;
+__attribute__((tls_model("initial-exec"))) thread_local uint64_t t_tid = 0;
+
+void drain_all() {
+  for (auto& slot : g_slots) {
+    ThreadState* s = slot.load(std::memory_order_acquire);
+    if (s) s->ring.drain(g_file.fd());
+  }
+}
+
+void* flusher_main(void*) {
+  for (;;) {
+    timespec ts{0, kFlushIntervalNs};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    if (!g_flusher_running.load(std::memory_order_acquire)) return nullptr;
+    if (g_status.load(std::memory_order_acquire) != kRecording) continue;
+    drain_all();
+    g_file.write_new_modules();
+  }
+}
+
+void start_flusher() {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);  // the host's signals never land on our thread
+  pthread_t thread;
+  g_flusher_running.store(true, std::memory_order_release);
+  if (pthread_create(&thread, nullptr, flusher_main, nullptr) == 0) {
+    pthread_detach(thread);
+  } else {
+    g_flusher_running.store(false);
+    log_warn("cannot start the flush thread; events are written when buffers fill and at exit");
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void on_thread_exit(void* p) {
+  auto* s = static_cast<ThreadState*>(p);
+  s->ring.drain(g_file.fd());
+  t_state = nullptr;
+  s->dead.store(true, std::memory_order_release);
+}
+
+void fork_prepare() {
+  if (g_status.load() == kRecording) drain_all();
+}
+
+void fork_child() {
+  // Only the forking thread exists in the child; the other states become free for reuse.
+  for (auto& slot : g_slots) {
+    ThreadState* s = slot.load();
+    if (!s) continue;
+    s->ring.reset_after_fork();
+    if (s != t_state) s->dead.store(true);
+  }
+  if (t_state) t_state->stacks.clear();  // the child's file has none of them yet
+  t_tid = 0;
+  g_file.forget_after_fork();
+  g_flusher_running.store(false);
+  if (g_status.load() != kOff) g_status.store(kUninit);
+}
+
+void read_config_once() {
+  int expected = 0;
+  if (g_config_state.compare_exchange_strong(expected, 1)) {
+    g_config = read_config();
+    init_native_unwinder();
+    pthread_key_create(&g_thread_key, on_thread_exit);
+    pthread_atfork(fork_prepare, nullptr, fork_child);
+    if (g_config.disabled) g_status.store(kOff);
+    g_config_state.store(2, std::memory_order_release);
+    return;
+  }
+  while (g_config_state.load(std::memory_order_acquire) != 2) sched_yield();
+}
+
+__attribute__((constructor)) void shim_constructor() { read_config_once(); }
+
+__attribute__((destructor)) void shim_destructor() {
+  if (g_status.load() != kRecording) return;
+  g_finalized.store(true);
+  g_flusher_running.store(false);
+  drain_all();
+  uint8_t buf[32];
+  fmtrec::EndRecord end{monotonic_ns() - g_start_mono_ns};
+  g_file.write_direct(buf, fmtrec::encode(buf, sizeof buf, end));
+}
+
+// Slow path of the first event of the process (and of a forked child).
+bool ensure_recording() {
+  for (;;) {
+    int s = g_status.load(std::memory_order_acquire);
+    if (s == kRecording) return true;
+    if (s == kOff) return false;
+    if (s == kUninit) {
+      read_config_once();
+      if (g_status.compare_exchange_strong(s, kOpening)) {
+        g_start_mono_ns = monotonic_ns();
+        if (!g_file.open(g_config.output_pattern, g_start_mono_ns)) {
+          g_status.store(kOff);
+          return false;
+        }
+        start_flusher();
+        g_status.store(kRecording, std::memory_order_release);
+        return true;
+      }
+    }
+    sched_yield();
+  }
+}
+
+ThreadState* claim_state() {
+  for (auto& slot : g_slots) {
+    ThreadState* s = slot.load(std::memory_order_acquire);
+    bool dead = true;
+    if (s && s->dead.load() && s->dead.compare_exchange_strong(dead, false)) {
+      s->stacks.clear();
+      return s;
+    }
+  }
+  void* mem = mmap(nullptr, sizeof(ThreadState), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return nullptr;
+  auto* s = new (mem) ThreadState();
+  for (auto& slot : g_slots) {
+    ThreadState* empty = nullptr;
+    if (slot.compare_exchange_strong(empty, s)) {
+      s->registered = true;
+      return s;
+    }
+  }
+  return s;  // more than kMaxThreads recording threads: this one writes through at once
+}
+
+ThreadState* attach_thread() {
+  ThreadState* s = claim_state();
+  if (!s) return nullptr;
+  s->thread_id = static_cast<uint64_t>(syscall(SYS_gettid));
+  pthread_setspecific(g_thread_key, s);
+  t_state = s;
+  return s;
+}
+
+inline ThreadState* recording_thread() {
+  if (g_status.load(std::memory_order_relaxed) != kRecording) [[unlikely]] {
+    if (!ensure_recording()) return nullptr;
+  }
+  ThreadState* s = t_state;
+  if (!s) [[unlikely]] s = attach_thread();
+  return s;
+}
+
+inline void commit(ThreadState* s, size_t n) {
+  if (n == 0) return;  // did not fit the scratch: dropped rather than truncated
+  if (!s->ring.has_room(n)) s->ring.drain(g_file.fd());
+  s->ring.append(s->scratch, n);
+  if (!s->registered || g_finalized.load(std::memory_order_relaxed)) [[unlikely]]
+    s->ring.drain(g_file.fd());
+}
+
+template <typename Record>
+inline void emit(ThreadState* s, const Record& r) {
+  commit(s, fmtrec::encode(s->scratch, sizeof s->scratch, r));
+}
+
+// Captures this thread's native stack and writes its definition the first time it is seen.
+inline uint64_t current_stack(ThreadState* s) {
+  if (!g_config.native_stacks) return 0;
+  uint32_t n = capture_native_stack(s->frames, g_config.depth);
+  if (n == 0) return 0;
+  uint64_t id = StackInterner::hash(s->frames, n);
+  if (!s->stacks.seen_or_insert(id)) emit(s, fmtrec::StackRecord{id, n, s->frames});
+  return id;
+}
+
+inline uint64_t now() { return monotonic_ns() - g_start_mono_ns; }
+
+}  // namespace
+
+bool recording_off() {
+  int s = g_status.load(std::memory_order_relaxed);
+  if (s == kUninit) read_config_once();
+  return g_status.load(std::memory_order_relaxed) == kOff;
+}
+
+void record_alloc(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t address,
+                  uint64_t size) {
+  ThreadState* s = recording_thread();
+  if (!s) return;
+  uint64_t stack = current_stack(s);
+  emit(s, fmtrec::AllocRecord{now(), s->thread_id, device, stream, api, kind, address, size, stack});
+}
+
+void record_free(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t address) {
+  ThreadState* s = recording_thread();
+  if (!s) return;
+  uint64_t stack = current_stack(s);
+  emit(s, fmtrec::FreeRecord{now(), s->thread_id, device, stream, api, kind, address, stack, 0});
+}
+
+void record_free_failed(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t address,
+                        uint32_t error) {
+  ThreadState* s = recording_thread();
+  if (!s) return;
+  uint64_t stack = current_stack(s);
+  emit(s, fmtrec::FreeRecord{now(), s->thread_id, device, stream, api, kind, address, stack, error});
+}
+
+void record_alloc_failed(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t size,
+                         uint32_t error) {
+  ThreadState* s = recording_thread();
+  if (!s) return;
+  uint64_t stack = current_stack(s);
+  emit(s, fmtrec::AllocFailedRecord{now(), s->thread_id, device, stream, api, kind, size, error,
+                                    stack});
+}
+
+void record_mem_info(int device, uint64_t free_bytes, uint64_t total_bytes) {
+  ThreadState* s = recording_thread();
+  if (!s) return;
+  emit(s, fmtrec::MemInfoRecord{now(), device, free_bytes, total_bytes});
+}
+
+void record_marker(fmtrec::MarkerKind kind, const char* name) {
+  ThreadState* s = recording_thread();
+  if (!s) return;
+  emit(s, fmtrec::MarkerRecord{now(), s->thread_id, kind, name ? name : ""});
+}
+
+}  // namespace gpumemshim::shim

@@ -1,0 +1,29 @@
+// The hot-path API the interposers call. Each call: one clock read, an optional stack capture, an
+// encode into this thread's scratch and a copy into this thread's ring. No heap allocation, no
+// lock shared with other recording threads, no symbolization, no stdio.
+#pragma once
+#include <cstdint>
+
+#include "gpumemshim/format/records.h"
+
+namespace gpumemshim::shim {
+
+using format::Api;
+using format::MemoryKind;
+
+void record_alloc(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t address,
+                  uint64_t size);
+// Called before the real free: the address may be reused by another thread right after it.
+void record_free(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t address);
+// Called after a free that failed: the analyzer puts the allocation back.
+void record_free_failed(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t address,
+                        uint32_t error);
+void record_alloc_failed(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t size,
+                         uint32_t error);
+void record_mem_info(int device, uint64_t free_bytes, uint64_t total_bytes);
+void record_marker(format::MarkerKind kind, const char* name);
+
+// True when GPUMEMSHIM_DISABLE=1 or the trace could not be opened: hooks skip all work.
+bool recording_off();
+
+}  // namespace gpumemshim::shim
