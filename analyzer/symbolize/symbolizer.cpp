@@ -66,16 +66,16 @@ std::string die_function_name(Dwarf_Die* die) {
   return demangle(n);
 }
 
-// libdw already prefixes file names with their include directory (directory 0 being the
-// compilation directory), so a relative result only needs the compilation directory when that
-// one is absolute; a relative comp_dir (-fdebug-prefix-map=...=.) would be applied twice.
+// libdw already prefixes file names with their include directory, directory 0 being the
+// compilation directory. A relative result is relative to the compilation directory, unless it
+// already starts with a relative comp_dir (-fdebug-prefix-map=...=.), which must not be doubled.
 std::string join_path(const char* file, const char* comp_dir) {
   if (file == nullptr) return {};
-  if (file[0] == '/' || comp_dir == nullptr || comp_dir[0] != '/') return file;
-  std::string out = comp_dir;
-  if (out.back() != '/') out.push_back('/');
-  out += file;
-  return out;
+  if (file[0] == '/' || comp_dir == nullptr || comp_dir[0] == '\0') return file;
+  std::string dir = comp_dir;
+  if (dir.back() != '/') dir.push_back('/');
+  if (dir[0] != '/' && std::strncmp(file, dir.c_str(), dir.size()) == 0) return file;
+  return dir + file;
 }
 
 bool is_function_scope(Dwarf_Die* die) {

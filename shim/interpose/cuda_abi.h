@@ -25,3 +25,32 @@ namespace gpumemshim::shim {
 inline constexpr cudaError_t kCudaSuccess = 0;
 inline constexpr cudaError_t kCudaErrorInitializationError = 3;
 }  // namespace gpumemshim::shim
+
+// Driver API types (cuda.h, CUDA 13).
+extern "C" {
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef int CUdevice;
+typedef struct CUstream_st* CUstream;
+typedef struct CUmemPoolHandle_st* CUmemoryPool;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef unsigned long long cuuint64_t;
+typedef int CUdriverProcAddressQueryResult;
+typedef int cudaDriverEntryPointQueryResult;
+// Only the leading fields the shim reads; the caller owns the full struct.
+struct CUmemLocationPrefix {
+  int type;
+  int id;
+};
+struct CUmemAllocationPropPrefix {
+  int type;
+  int requestedHandleTypes;
+  CUmemLocationPrefix location;
+};
+}
+
+namespace gpumemshim::shim {
+inline constexpr CUresult kCuSuccess = 0;
+inline constexpr CUresult kCuErrorNotInitialized = 3;
+inline constexpr unsigned long long kCuGetProcAddressPerThreadDefaultStream = 2;
+}  // namespace gpumemshim::shim

@@ -273,3 +273,9 @@ void record_marker(fmtrec::MarkerKind kind, const char* name) {
 }
 
 }  // namespace gpumemshim::shim
+
+namespace gpumemshim::shim {
+void flush_all_threads() {
+  if (g_status.load() == kRecording) drain_all();
+}
+}  // namespace gpumemshim::shim

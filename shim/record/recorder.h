@@ -27,3 +27,8 @@ void record_marker(format::MarkerKind kind, const char* name);
 bool recording_off();
 
 }  // namespace gpumemshim::shim
+
+namespace gpumemshim::shim {
+// Writes every thread's pending records now (before exec replaces the image without exit).
+void flush_all_threads();
+}  // namespace gpumemshim::shim

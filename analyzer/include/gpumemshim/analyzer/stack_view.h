@@ -1,0 +1,36 @@
+// Turns a trace's stack ids into symbolized frames: the shim's own frames dropped, inlined frames
+// kept, capped. One instance per process (its module map).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gpumemshim/analyzer/load.h"
+#include "gpumemshim/analyzer/model.h"
+#include "gpumemshim/analyzer/symbolizer.h"
+
+namespace gpumemshim::analyzer {
+
+inline constexpr size_t kMaxOutputFrames = 32;
+
+class StackView {
+ public:
+  explicit StackView(const LoadedTrace& trace, size_t max_frames = kMaxOutputFrames);
+  // Symbolized frames of a stack id, innermost user frame first; empty for id 0 or unknown ids.
+  const std::vector<Frame>& frames(uint64_t stack_id);
+  // A key that identifies the symbolized stack across runs (no raw addresses unless unknown,
+  // and then module-relative).
+  static std::string stable_key(const std::vector<Frame>& frames);
+
+ private:
+  const LoadedTrace& trace_;
+  size_t max_frames_;
+  Symbolizer symbolizer_;
+  std::unordered_map<uint64_t, std::vector<Frame>> cache_;
+};
+
+// True when the module's file name starts with "libgpumemshim" (the shim's own frames).
+bool is_shim_module(const std::string& path);
+
+}  // namespace gpumemshim::analyzer

@@ -1,0 +1,94 @@
+#include <algorithm>
+
+#include "gpumemshim/analyzer/analysis.h"
+#include "gpumemshim/analyzer/stack_view.h"
+
+namespace gpumemshim::analyzer {
+
+void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<SiteGroup>& leaks,
+                     std::vector<SiteGroup>& address_space);
+
+namespace {
+
+void add(Summary& total, const Summary& s) {
+  total.allocations += s.allocations;
+  total.frees += s.frees;
+  total.failed_allocations += s.failed_allocations;
+  total.failed_frees += s.failed_frees;
+  total.unmatched_frees += s.unmatched_frees;
+  total.peak_bytes += s.peak_bytes;  // sum of per-process peaks: processes are not time-aligned
+  total.leaked_bytes += s.leaked_bytes;
+  total.leaked_allocations += s.leaked_allocations;
+  total.suppressed_bytes += s.suppressed_bytes;
+  total.suppressed_allocations += s.suppressed_allocations;
+  total.markers += s.markers;
+  total.steps += s.steps;
+  for (size_t k = 0; k < total.by_kind.size(); ++k) {
+    total.by_kind[k].allocations += s.by_kind[k].allocations;
+    total.by_kind[k].frees += s.by_kind[k].frees;
+    total.by_kind[k].live_count += s.by_kind[k].live_count;
+    total.by_kind[k].live_bytes += s.by_kind[k].live_bytes;
+    total.by_kind[k].peak_bytes += s.by_kind[k].peak_bytes;
+  }
+}
+
+}  // namespace
+
+ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& options,
+                            Suppressions* suppressions) {
+  ProcessReport p;
+  p.trace = trace.path;
+  p.info = trace.process;
+  p.devices = trace.devices;
+  p.attributes = trace.attributes;
+  p.stats = trace.stats;
+  p.summary = trace.replay.summary();
+  p.truncated = trace.truncated;
+  p.truncated_at = trace.truncated_at;
+  p.clean_exit = trace.clean_exit;
+  p.duration_s = trace.duration_s();
+
+  StackView stacks(trace, options.max_frames);
+  group_survivors(trace, stacks, p.leaks, p.address_space);
+  for (SiteGroup& g : p.leaks) {
+    int hit = suppressions ? suppressions->match(g.stack) : -1;
+    if (hit >= 0) {
+      g.suppressed = true;
+      g.suppressed_by = suppressions->entries()[static_cast<size_t>(hit)].pattern;
+      suppressions->record_hit(hit, g.bytes);
+      p.summary.suppressed_bytes += g.bytes;
+      p.summary.suppressed_allocations += g.count;
+    } else {
+      p.summary.leaked_bytes += g.bytes;
+      p.summary.leaked_allocations += g.count;
+    }
+  }
+  for (const FailureEvent& f : trace.replay.failures())
+    p.failures.push_back(Failure{f, trace.process.pid, stacks.frames(f.stack_id)});
+  return p;
+}
+
+Report analyze(const std::vector<std::string>& paths, const AnalyzeOptions& options) {
+  Report report;
+  Suppressions suppressions;
+  if (options.suppressions) suppressions = *options.suppressions;
+  for (const std::string& path : paths) {
+    LoadedTrace trace = load_trace(path);
+    report.processes.push_back(analyze_trace(trace, options, options.suppressions ? &suppressions : nullptr));
+    add(report.summary, report.processes.back().summary);
+  }
+  if (options.suppressions) report.suppressions_used = suppressions.entries();
+  return report;
+}
+
+std::vector<const SiteGroup*> all_leaks(const Report& report, bool include_suppressed) {
+  std::vector<const SiteGroup*> out;
+  for (const ProcessReport& p : report.processes)
+    for (const SiteGroup& g : p.leaks)
+      if (include_suppressed || !g.suppressed) out.push_back(&g);
+  std::stable_sort(out.begin(), out.end(),
+                   [](const SiteGroup* a, const SiteGroup* b) { return a->bytes > b->bytes; });
+  return out;
+}
+
+}  // namespace gpumemshim::analyzer

@@ -1,0 +1,34 @@
+#include "gpumemshim/analyzer/errors.h"
+
+#include "gpumemshim/analyzer/model.h"
+
+namespace gpumemshim::analyzer {
+
+void throw_trace_error(const std::string& file, const std::string& reason) {
+  throw TraceError(file + ": " + reason);
+}
+
+bool is_memory_kind(MemoryKind kind) {
+  return kind != MemoryKind::kMapping && kind != MemoryKind::kReservation;
+}
+
+bool is_device_memory_kind(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::kDevice:
+    case MemoryKind::kManaged:
+    case MemoryKind::kPool:
+    case MemoryKind::kPhysical:
+      return true;
+    default:
+      return false;
+  }
+}
+
+uint64_t TraceStats::events() const {
+  using format::RecordType;
+  auto n = [&](RecordType t) { return by_type[static_cast<uint8_t>(t)]; };
+  return n(RecordType::kAlloc) + n(RecordType::kFree) + n(RecordType::kAllocFailed) +
+         n(RecordType::kMemInfo) + n(RecordType::kMarker);
+}
+
+}  // namespace gpumemshim::analyzer

@@ -1,0 +1,130 @@
+// Text report, in the spirit of LeakSanitizer / heaptrack: greppable lines, exact bytes.
+#include <fmt/format.h>
+
+#include "gpumemshim/analyzer/report.h"
+
+namespace gpumemshim::analyzer {
+
+namespace {
+
+std::string bytes_str(uint64_t b) {
+  return b < 1024 ? fmt::format("{} bytes", b) : fmt::format("{} ({} bytes)", human_bytes(b), b);
+}
+
+void frames_text(std::string& out, const std::vector<Frame>& frames) {
+  if (frames.empty()) {
+    out += "  (no stack recorded)\n";
+    return;
+  }
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Frame& f = frames[i];
+    std::string where;
+    if (!f.file.empty()) where = f.line ? fmt::format(" at {}:{}", f.file, f.line) : fmt::format(" at {}", f.file);
+    std::string fn = f.function.empty() ? fmt::format("{:#x}", f.pc) : f.function;
+    std::string mod = f.module.empty() ? "" : fmt::format(" ({}+{:#x})", f.module, f.module_offset);
+    if (!f.file.empty() && !f.module.empty()) mod = fmt::format(" ({})", f.module);
+    out += fmt::format("  #{} {}{}{}{}\n", i, fn, where, mod, f.inlined ? " [inlined]" : "");
+  }
+}
+
+std::string device_str(int32_t device) {
+  return device < 0 ? "several devices" : fmt::format("device {}", device);
+}
+
+void group_text(std::string& out, const SiteGroup& g, const char* label) {
+  out += fmt::format("{} {} in {} allocation{} via {} [{}, {}] pid {} id {}{}\n", label,
+                     bytes_str(g.bytes), g.count, g.count == 1 ? "" : "s", format::api_name(g.api),
+                     format::memory_kind_name(g.memory), device_str(g.device), g.pid, g.id,
+                     g.suppressed ? fmt::format(" (suppressed by '{}')", g.suppressed_by) : "");
+  frames_text(out, g.stack);
+  out += "\n";
+}
+
+void summary_text(std::string& out, const Summary& s, const char* indent) {
+  out += fmt::format("{}allocations:        {}\n", indent, s.allocations);
+  out += fmt::format("{}frees:              {}\n", indent, s.frees);
+  out += fmt::format("{}failed allocations: {}\n", indent, s.failed_allocations);
+  if (s.failed_frees) out += fmt::format("{}failed frees:       {}\n", indent, s.failed_frees);
+  out += fmt::format("{}unmatched frees:    {}\n", indent, s.unmatched_frees);
+  out += fmt::format("{}peak device memory: {}\n", indent, bytes_str(s.peak_bytes));
+  out += fmt::format("{}leaked:             {} in {} allocation{}\n", indent, bytes_str(s.leaked_bytes),
+                     s.leaked_allocations, s.leaked_allocations == 1 ? "" : "s");
+  if (s.suppressed_allocations)
+    out += fmt::format("{}suppressed:         {} in {} allocations\n", indent,
+                       bytes_str(s.suppressed_bytes), s.suppressed_allocations);
+  for (uint8_t k = 1; k <= format::kMemoryKindMax; ++k) {
+    const KindCounters& c = s.by_kind[k];
+    if (c.allocations == 0 && c.frees == 0) continue;
+    out += fmt::format("{}  {:<15} {} allocs, {} frees, live {}, peak {}\n", indent,
+                       format::memory_kind_name(static_cast<MemoryKind>(k)), c.allocations, c.frees,
+                       bytes_str(c.live_bytes), bytes_str(c.peak_bytes));
+  }
+}
+
+void suppressions_text(std::string& out, const Report& report) {
+  bool any = false;
+  for (const Suppression& s : report.suppressions_used) any |= s.hit_count > 0;
+  if (!any) return;
+  out += "Suppressions used:\n  count      bytes template\n";
+  for (const Suppression& s : report.suppressions_used)
+    if (s.hit_count) out += fmt::format("  {:>5} {:>10} {}\n", s.hit_count, s.hit_bytes, s.pattern);
+  out += "\n";
+}
+
+}  // namespace
+
+std::string report_text(const Report& report) {
+  std::string out;
+  for (const ProcessReport& p : report.processes) {
+    out += fmt::format("== gpumemshim: pid {} ({}), {:.3f} s, {} events, trace {}{}{}\n", p.info.pid,
+                       p.info.command_line.empty() ? "?" : p.info.command_line, p.duration_s,
+                       p.stats.events(), p.trace,
+                       p.truncated ? fmt::format(" [truncated at byte {}]", p.truncated_at) : "",
+                       p.clean_exit ? "" : " [no clean exit]");
+    if (p.info.rank >= 0 || !p.info.host.empty())
+      out += fmt::format("   host {}, rank {}, ppid {}\n", p.info.host, p.info.rank, p.info.ppid);
+    summary_text(out, p.summary, "   ");
+    out += "\n";
+    for (const SiteGroup& g : p.leaks) group_text(out, g, g.suppressed ? "SUPPRESSED LEAK" : "LEAK");
+    for (const Failure& f : p.failures) {
+      out += fmt::format("FAILED {} of {} via {} [{}, device {}] pid {}: error {}, {} of device memory live{}\n",
+                         format::memory_kind_name(f.event.kind), bytes_str(f.event.size),
+                         format::api_name(f.event.api), format::memory_kind_name(f.event.kind),
+                         f.event.device, f.pid, f.event.error, bytes_str(f.event.live_device_bytes),
+                         f.event.has_meminfo ? fmt::format(", device free {} of {}",
+                                                           bytes_str(f.event.meminfo_free),
+                                                           bytes_str(f.event.meminfo_total))
+                                             : "");
+      frames_text(out, f.stack);
+      out += "\n";
+    }
+    for (const SiteGroup& g : p.address_space) group_text(out, g, "UNRELEASED");
+  }
+  if (report.processes.size() > 1) {
+    out += fmt::format("== total over {} processes (peak: sum of per-process peaks)\n",
+                       report.processes.size());
+    summary_text(out, report.summary, "   ");
+    out += "\n";
+  }
+  suppressions_text(out, report);
+  out += fmt::format("SUMMARY: gpumemshim: {} leaked in {} allocation{}.\n",
+                     bytes_str(report.summary.leaked_bytes), report.summary.leaked_allocations,
+                     report.summary.leaked_allocations == 1 ? "" : "s");
+  return out;
+}
+
+std::string leaks_text(const Report& report) {
+  std::string out;
+  for (const SiteGroup* g : all_leaks(report, /*include_suppressed=*/false)) group_text(out, *g, "LEAK");
+  suppressions_text(out, report);
+  out += fmt::format("SUMMARY: gpumemshim: {} leaked in {} allocation{}",
+                     bytes_str(report.summary.leaked_bytes), report.summary.leaked_allocations,
+                     report.summary.leaked_allocations == 1 ? "" : "s");
+  if (report.summary.suppressed_allocations)
+    out += fmt::format(" ({} suppressed in {} allocations)", bytes_str(report.summary.suppressed_bytes),
+                       report.summary.suppressed_allocations);
+  out += ".\n";
+  return out;
+}
+
+}  // namespace gpumemshim::analyzer

@@ -1,0 +1,126 @@
+"""Runs the H200 scenarios under the shim and checks what the reports say. Prints one PASS/FAIL line
+per check and exits 1 if any failed. Called by run_all.sh."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+work, out = map(pathlib.Path, sys.argv[1:3])
+build = pathlib.Path(os.environ["GPUMEMSHIM_BUILD_DIR"])
+here = pathlib.Path(__file__).parent
+shim = build / "lib" / "libgpumemshim.so"
+cli = build / "bin" / "gpumemshim"
+reports = work / "reports"
+reports.mkdir(exist_ok=True)
+failed = []
+MIB = 1 << 20
+
+
+def check(name, ok, detail=""):
+    print(f"{'PASS' if ok else 'FAIL'} {name} {detail}")
+    if not ok:
+        failed.append(name)
+
+
+def site_line(path, name):
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if line.rstrip().endswith(f"// site: {name}"):
+            return n
+    raise SystemExit(f"no site {name}")
+
+
+def run(name, argv, env=None, shim_on=True):
+    e = dict(os.environ, **(env or {}))
+    tdir = work / "traces" / name
+    tdir.mkdir(parents=True, exist_ok=True)
+    if shim_on:
+        e["LD_PRELOAD"] = str(shim)
+        e["GPUMEMSHIM_OUTPUT"] = str(tdir / "t.%p.trace")
+    r = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=300)
+    return r, sorted(tdir.glob("*.trace*"))
+
+
+def report(name, traces):
+    r = subprocess.run([cli, "report", "--format", "json", *traces], capture_output=True, text=True)
+    (reports / f"{name}.json").write_text(r.stdout or r.stderr)
+    if r.returncode != 0:
+        print(r.stderr)
+        return None
+    text = subprocess.run([cli, "report", *traces], capture_output=True, text=True).stdout
+    (reports / f"{name}.txt").write_text(text)
+    return json.loads(r.stdout)
+
+
+def api_counts(rep):
+    return rep["summary"].get("by_api", {})
+
+
+# 1, 2: nvcc-built programs, static and shared cudart.
+src = here / "leak_known_line.cu"
+line = site_line(src, "make_buffer")
+for cudart in ("static", "shared"):
+    exe = work / f"leak_{cudart}"
+    subprocess.run(["nvcc", "-g", "-O1", f"--cudart={cudart}", "-o", exe, src], check=True)
+    for mode in ("leak", "clean"):
+        name = f"nvcc_{cudart}_{mode}"
+        bare, _ = run(name + "_bare", [exe, mode], shim_on=False)
+        r, traces = run(name, [exe, mode])
+        check(f"{name}: output unchanged", r.returncode == bare.returncode and r.stdout == bare.stdout
+              and r.stderr == bare.stderr, repr((r.stdout, bare.stdout, r.stderr)))
+        rep = report(name, traces) if traces else None
+        check(f"{name}: one trace", len(traces) == 1 and rep is not None, str(traces))
+        if not rep:
+            continue
+        print(f"   apis: {api_counts(rep)}")
+        if mode == "leak":
+            leaks = rep["leaks"]
+            ok = len(leaks) == 1 and leaks[0]["bytes"] == 48 * MIB and leaks[0]["count"] == 3
+            check(f"{name}: 48 MiB in 3 leaks", ok, json.dumps(leaks)[:600])
+            if leaks:
+                top = leaks[0]["stack"][0] if leaks[0]["stack"] else {}
+                check(f"{name}: leak at leak_known_line.cu:{line}",
+                      top.get("file", "").endswith("leak_known_line.cu") and top.get("line") == line,
+                      json.dumps(leaks[0]["stack"][:4]))
+            check(f"{name}: 10 allocations seen", rep["summary"]["allocations"] >= 10,
+                  str(rep["summary"]))
+        else:
+            check(f"{name}: clean", rep["leaks"] == [] or all(l["memory"] != "device" for l in rep["leaks"]),
+                  json.dumps(rep["leaks"])[:400])
+
+# 3: PyTorch with three allocator configurations.
+script = here / "torch_alloc.py"
+for name, conf in (("torch_default", ""), ("torch_expandable", "expandable_segments:True"),
+                   ("torch_async", "backend:cudaMallocAsync")):
+    env = {"PYTORCH_CUDA_ALLOC_CONF": conf} if conf else {}
+    bare, _ = run(name + "_bare", [sys.executable, script, str(work / f"{name}_bare.json")], env, shim_on=False)
+    r, traces = run(name, [sys.executable, script, str(work / f"{name}.json")], env)
+    check(f"{name}: output unchanged", r.returncode == bare.returncode == 0 and r.stdout == bare.stdout,
+          repr((r.stdout[-300:], r.stderr[-800:])))
+    rep = report(name, traces) if traces else None
+    check(f"{name}: trace", rep is not None, str(traces))
+    if not rep:
+        continue
+    stats = json.loads((work / f"{name}.json").read_text())
+    apis = api_counts(rep)
+    print(f"   apis: {apis}")
+    print(f"   torch: { {k: v for k, v in stats.items() if k.startswith('segment.all') or k.startswith('num_')} }")
+    def n(api, key="allocations"):
+        return apis.get(api, {}).get(key, 0)
+    if name == "torch_default":
+        check(f"{name}: cudaMalloc count == segment.all.allocated",
+              n("cudaMalloc") == stats.get("segment.all.allocated"), f"{n('cudaMalloc')} vs {stats.get('segment.all.allocated')}")
+        check(f"{name}: cudaFree count == segment.all.freed",
+              n("cudaMalloc", "frees") == stats.get("segment.all.freed"), f"{n('cudaMalloc', 'frees')} vs {stats.get('segment.all.freed')}")
+    elif name == "torch_expandable":
+        check(f"{name}: cuMemCreate seen", n("cuMemCreate") > 0, str(apis))
+        check(f"{name}: cuMemMap seen", n("cuMemMap") > 0, str(apis))
+        check(f"{name}: every physical handle released after empty_cache",
+              n("cuMemCreate") == n("cuMemCreate", "frees"), str(apis))
+    else:
+        check(f"{name}: cudaMallocAsync seen", n("cudaMallocAsync") >= 100, str(apis))
+        check(f"{name}: every async allocation freed",
+              n("cudaMallocAsync") == n("cudaMallocAsync", "frees"), str(apis))
+
+print(f"== {len(failed)} failed: {failed}")
+sys.exit(1 if failed else 0)

@@ -1,0 +1,58 @@
+// Shared pieces of the gpumemshim CLI: options of each command and the error type.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gpumemshim::cli {
+
+// Exit codes (DESIGN §4): 0 clean, 1 findings over the limits, 2 unusable input or usage.
+inline constexpr int kExitClean = 0;
+inline constexpr int kExitFindings = 1;
+inline constexpr int kExitUsage = 2;
+
+// Thrown for anything that ends the command: main prints "gpumemshim: error: <what>" and exits.
+class CliError : public std::runtime_error {
+ public:
+  CliError(const std::string& message, int code = kExitUsage)
+      : std::runtime_error(message), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
+// Writes text to FILE, or to stdout when path is empty or "-". Throws CliError.
+void write_output(const std::string& path, const std::string& text);
+void print_error(const std::string& message);  // "gpumemshim: error: <message>" on stderr
+
+struct RecordOptions {
+  std::string output;  // GPUMEMSHIM_OUTPUT pattern; "" = shim default
+  std::string stacks;  // GPUMEMSHIM_STACKS; "" = shim default
+  std::vector<std::string> command;
+};
+int run_record(const RecordOptions& o);
+
+struct ReportOptions {
+  std::vector<std::string> traces;
+  std::string format = "text";
+  std::string output;
+  std::string suppressions;
+};
+int run_report(const ReportOptions& o);
+
+struct CheckOptions {
+  std::vector<std::string> traces;
+  std::string suppressions;
+  uint64_t max_leak_bytes = 0;
+  std::string format = "text";
+};
+int run_check(const CheckOptions& o);
+
+struct StatsOptions {
+  std::vector<std::string> traces;
+};
+int run_stats(const StatsOptions& o);
+
+}  // namespace gpumemshim::cli
