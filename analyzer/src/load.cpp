@@ -1,5 +1,10 @@
 #include "gpumemshim/analyzer/load.h"
 
+#include <algorithm>
+#include <initializer_list>
+#include <string_view>
+#include <variant>
+
 #include <fmt/format.h>
 
 #include "gpumemshim/analyzer/errors.h"
@@ -23,11 +28,59 @@ namespace {
                                       raw.offset, static_cast<unsigned>(raw.type), raw.size));
 }
 
+// Timed events are replayed in time order. Each thread's records are in order in the file, but the
+// shim writes per-thread buffers: across threads a free can come after the next allocation of the
+// same address. So events are collected and, when out of order, stably sorted by time.
+// TODO(scale): a bounded merge once the writer guarantees a flush interval.
+using TimedEvent = std::variant<fmtr::AllocRecord, fmtr::FreeRecord, fmtr::AllocFailedRecord,
+                                fmtr::MemInfoRecord, fmtr::MarkerRecord>;
+
+class EventQueue {
+ public:
+  template <typename Rec>
+  void push(const Rec& r) {
+    if (r.time_ns < last_) sorted_ = false;
+    last_ = std::max(last_, r.time_ns);
+    events_.emplace_back(r);
+  }
+  void replay_into(Replay& replay) {
+    auto time = [](const TimedEvent& e) { return std::visit([](const auto& r) { return r.time_ns; }, e); };
+    if (!sorted_)
+      std::stable_sort(events_.begin(), events_.end(),
+                       [&](const TimedEvent& a, const TimedEvent& b) { return time(a) < time(b); });
+    for (const TimedEvent& e : events_) {
+      switch (e.index()) {
+        case 0: replay.alloc(std::get<0>(e)); break;
+        case 1: replay.free(std::get<1>(e)); break;
+        case 2: replay.failed(std::get<2>(e)); break;
+        case 3: replay.meminfo(std::get<3>(e)); break;
+        case 4: replay.marker(std::get<4>(e)); break;
+      }
+    }
+    events_.clear();
+  }
+
+ private:
+  std::vector<TimedEvent> events_;
+  uint64_t last_ = 0;
+  bool sorted_ = true;
+};
+
 template <typename Rec>
 Rec decode_or_throw(const std::string& path, const fmtr::RawRecord& raw) {
   Rec rec;
   if (!fmtr::decode(raw, rec)) malformed(path, raw);
   return rec;
+}
+
+// Text fields (paths, names, command lines) are C strings where they come from: a NUL byte in one
+// means the bytes were damaged (e.g. zeroed) even though the record still decodes.
+void check_text(const std::string& path, const fmtr::RawRecord& raw,
+                std::initializer_list<std::string_view> fields) {
+  for (std::string_view f : fields)
+    if (f.find('\0') != std::string_view::npos)
+      throw_trace_error(path, fmt::format("malformed record at offset {} (type {}): NUL byte in a text field",
+                                          raw.offset, static_cast<unsigned>(raw.type)));
 }
 
 }  // namespace
@@ -45,6 +98,7 @@ LoadedTrace load_trace(const std::string& path) {
   t.stats.version_minor = reader.version().minor;
 
   std::vector<uint64_t> frames;
+  EventQueue events;
   fmtr::RawRecord raw;
   for (;;) {
     fmtr::ReadStatus st = reader.next(raw);
@@ -67,21 +121,21 @@ LoadedTrace load_trace(const std::string& path) {
         } else {
           ++t.stats.unknown_api;
         }
-        t.replay.alloc(r);
+        events.push(r);
         break;
       }
       case RecordType::kFree: {
         auto r = decode_or_throw<fmtr::FreeRecord>(path, raw);
         auto api = static_cast<uint8_t>(r.api);
         if (api < fmtr::kApiCount) ++t.stats.frees_by_api[api]; else ++t.stats.unknown_api;
-        t.replay.free(r);
+        events.push(r);
         break;
       }
       case RecordType::kAllocFailed: {
         auto r = decode_or_throw<fmtr::AllocFailedRecord>(path, raw);
         auto api = static_cast<uint8_t>(r.api);
         if (api < fmtr::kApiCount) ++t.stats.failed_by_api[api]; else ++t.stats.unknown_api;
-        t.replay.failed(r);
+        events.push(r);
         break;
       }
       case RecordType::kStack: {
@@ -93,25 +147,31 @@ LoadedTrace load_trace(const std::string& path) {
       }
       case RecordType::kModule: {
         auto r = decode_or_throw<fmtr::ModuleRecord>(path, raw);
+        check_text(path, raw, {r.path});
         t.modules.push_back(ModuleInfo{std::string(r.path), std::string(r.build_id), r.load_bias,
                                        r.start, r.size});
         break;
       }
       case RecordType::kProcess: {
         auto r = decode_or_throw<fmtr::ProcessRecord>(path, raw);
+        check_text(path, raw, {r.host, r.command_line, r.executable});
         t.process = ProcessInfo{r.pid, r.ppid, r.rank, r.start_wall_ns, r.start_mono_ns,
                                 std::string(r.host), std::string(r.command_line),
                                 std::string(r.executable), true};
         break;
       }
       case RecordType::kMemInfo:
-        t.replay.meminfo(decode_or_throw<fmtr::MemInfoRecord>(path, raw));
+        events.push(decode_or_throw<fmtr::MemInfoRecord>(path, raw));
         break;
-      case RecordType::kMarker:
-        t.replay.marker(decode_or_throw<fmtr::MarkerRecord>(path, raw));
+      case RecordType::kMarker: {
+        auto r = decode_or_throw<fmtr::MarkerRecord>(path, raw);
+        check_text(path, raw, {r.name});
+        events.push(r);
         break;
+      }
       case RecordType::kDevice: {
         auto r = decode_or_throw<fmtr::DeviceRecord>(path, raw);
+        check_text(path, raw, {r.name});
         bool known = false;
         for (auto& d : t.devices) {
           if (d.device == r.device) {
@@ -124,6 +184,7 @@ LoadedTrace load_trace(const std::string& path) {
       }
       case RecordType::kAttribute: {
         auto r = decode_or_throw<fmtr::AttributeRecord>(path, raw);
+        check_text(path, raw, {r.key, r.value});
         t.attributes.emplace_back(std::string(r.key), std::string(r.value));
         break;
       }
@@ -139,6 +200,7 @@ LoadedTrace load_trace(const std::string& path) {
         break;
     }
   }
+  events.replay_into(t.replay);  // while the file is mapped: markers point into it
   return t;
 }
 

@@ -126,7 +126,7 @@ __attribute__((destructor)) void shim_destructor() {
   g_finalized.store(true);
   g_flusher_running.store(false);
   drain_all();
-  uint8_t buf[32];
+  uint8_t buf[64];
   fmtrec::EndRecord end{monotonic_ns() - g_start_mono_ns};
   g_file.write_direct(buf, fmtrec::encode(buf, sizeof buf, end));
 }

@@ -42,7 +42,9 @@ class Run:
     def program(self, args, shim=True, timeout=120, **env):
         e = base_env(**env)
         if shim:
-            e["LD_PRELOAD"] = str(SHIM)
+            # Sanitizer builds: the sanitizer runtime must be loaded before the shim.
+            runtime = os.environ.get("GPUMEMSHIM_TEST_PRELOAD")
+            e["LD_PRELOAD"] = f"{runtime} {SHIM}" if runtime else str(SHIM)
             e.setdefault("GPUMEMSHIM_OUTPUT", str(self.dir / "app.%p.trace"))
         return subprocess.run([str(a) for a in args], env=e, capture_output=True, text=True,
                               timeout=timeout, cwd=self.dir)

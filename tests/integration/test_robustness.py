@@ -47,10 +47,10 @@ def _one_line_error(result, code=2):
 def test_garbage_empty_and_newer_traces_are_rejected(run):
     garbage = run.dir / "garbage.bin"
     garbage.write_bytes(b"\x7fELF" + bytes(range(256)) * 4)
-    empty = run.dir / "empty.trace.bin"
-    empty.write_bytes(b"")
     assert run.program([SCENARIOS, "leak"]).returncode == 0
     [real] = run.traces()
+    empty = run.dir / "empty.bin"
+    empty.write_bytes(b"")
     newer = run.dir / "newer.bin"
     data = bytearray(real.read_bytes())
     data[8] = 9  # major version 9

@@ -46,7 +46,9 @@ int scenario_vmm() {
   auto unmap = runtime_entry<decltype(&cuMemUnmap)>("cuMemUnmap");
   auto release = runtime_entry<decltype(&cuMemRelease)>("cuMemRelease");
   auto address_free = runtime_entry<decltype(&cuMemAddressFree)>("cuMemAddressFree");
-  CUdeviceptr base = 0;
+  CUdeviceptr scratch = 0, base = 0;
+  if (reserve(&scratch, kSegment, 0, 0, 0) != CUDA_SUCCESS) return 3;
+  if (address_free(scratch, kSegment) != CUDA_SUCCESS) return 3;
   if (reserve(&base, 8 * kSegment, 0, 0, 0) != CUDA_SUCCESS) return 3;
   CUmemGenericAllocationHandle chunks[3];
   for (int i = 0; i < 3; ++i) {

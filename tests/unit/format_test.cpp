@@ -1,0 +1,180 @@
+// Round trip of every record type through the encoder and the decoder, and the reader's handling
+// of unknown, truncated and malformed input.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "gpumemshim/format/decoder.h"
+#include "gpumemshim/format/encoder.h"
+#include "trace_builder.h"
+
+namespace gf = gpumemshim::format;
+using gpumemshim::testing::TraceBuilder;
+
+namespace {
+
+std::span<const uint8_t> span_of(const TraceBuilder& t) { return {t.bytes().data(), t.bytes().size()}; }
+
+// Reads the single record after the header.
+template <typename Rec>
+Rec read_back(const TraceBuilder& t, gf::RecordType type) {
+  gf::RecordReader reader(span_of(t));
+  EXPECT_EQ(reader.read_header(), "");
+  gf::RawRecord raw;
+  EXPECT_EQ(reader.next(raw), gf::ReadStatus::kRecord);
+  EXPECT_EQ(raw.type, type);
+  Rec out;
+  EXPECT_TRUE(gf::decode(raw, out));
+  EXPECT_EQ(reader.next(raw), gf::ReadStatus::kEnd);
+  return out;
+}
+
+}  // namespace
+
+TEST(FormatRoundTrip, Header) {
+  TraceBuilder t;
+  gf::RecordReader reader(span_of(t));
+  EXPECT_EQ(reader.read_header(), "");
+  EXPECT_EQ(reader.version().major, gf::kVersionMajor);
+  EXPECT_EQ(reader.version().minor, gf::kVersionMinor);
+  gf::RawRecord raw;
+  EXPECT_EQ(reader.next(raw), gf::ReadStatus::kEnd);
+}
+
+TEST(FormatRoundTrip, Process) {
+  gf::ProcessRecord r{4242, 17, -1, 123456789012345ull, 987654321, "node-3", "python train.py --x", "/usr/bin/python3"};
+  TraceBuilder t;
+  t.add(r);
+  auto o = read_back<gf::ProcessRecord>(t, gf::RecordType::kProcess);
+  EXPECT_EQ(o.pid, r.pid); EXPECT_EQ(o.ppid, r.ppid); EXPECT_EQ(o.rank, r.rank);
+  EXPECT_EQ(o.start_wall_ns, r.start_wall_ns); EXPECT_EQ(o.start_mono_ns, r.start_mono_ns);
+  EXPECT_EQ(o.host, r.host); EXPECT_EQ(o.command_line, r.command_line); EXPECT_EQ(o.executable, r.executable);
+}
+
+TEST(FormatRoundTrip, Module) {
+  std::string build_id("\x01\x02\xff\x00\x7f", 5);
+  gf::ModuleRecord r{0x7f0000000000ull, 0x7f0000001000ull, 0x23000, build_id, "/lib/libfoo.so"};
+  TraceBuilder t;
+  t.add(r);
+  auto o = read_back<gf::ModuleRecord>(t, gf::RecordType::kModule);
+  EXPECT_EQ(o.load_bias, r.load_bias); EXPECT_EQ(o.start, r.start); EXPECT_EQ(o.size, r.size);
+  EXPECT_EQ(o.build_id, build_id); EXPECT_EQ(o.path, r.path);
+}
+
+TEST(FormatRoundTrip, Stack) {
+  std::vector<uint64_t> frames = {0x7f00000012345ull, 0x401000, 0xffffffffffffff00ull, 0, 0x401004};
+  TraceBuilder t;
+  t.stack(0xdeadbeefcafeull, frames);
+  gf::RecordReader reader(span_of(t));
+  ASSERT_EQ(reader.read_header(), "");
+  gf::RawRecord raw;
+  ASSERT_EQ(reader.next(raw), gf::ReadStatus::kRecord);
+  gf::StackRecord o;
+  std::vector<uint64_t> out;
+  ASSERT_TRUE(gf::decode(raw, o, out));
+  EXPECT_EQ(o.id, 0xdeadbeefcafeull);
+  EXPECT_EQ(o.frame_count, frames.size());
+  EXPECT_EQ(out, frames);
+}
+
+TEST(FormatRoundTrip, AllocFreeFailed) {
+  gf::AllocRecord a{1000, 77, 3, 0x55, gf::Api::kCudaMallocAsync, gf::MemoryKind::kPool, 0x7f1234560000ull, 1ull << 33, 9};
+  TraceBuilder t1;
+  t1.add(a);
+  auto ao = read_back<gf::AllocRecord>(t1, gf::RecordType::kAlloc);
+  EXPECT_EQ(ao.time_ns, a.time_ns); EXPECT_EQ(ao.thread_id, a.thread_id); EXPECT_EQ(ao.device, a.device);
+  EXPECT_EQ(ao.stream, a.stream); EXPECT_EQ(ao.api, a.api); EXPECT_EQ(ao.kind, a.kind);
+  EXPECT_EQ(ao.address, a.address); EXPECT_EQ(ao.size, a.size); EXPECT_EQ(ao.stack_id, a.stack_id);
+
+  gf::FreeRecord f{2000, 78, -1, 0, gf::Api::kCuMemRelease, gf::MemoryKind::kPhysical, 42, 10, 700};
+  TraceBuilder t2;
+  t2.add(f);
+  auto fo = read_back<gf::FreeRecord>(t2, gf::RecordType::kFree);
+  EXPECT_EQ(fo.time_ns, f.time_ns); EXPECT_EQ(fo.thread_id, f.thread_id); EXPECT_EQ(fo.device, f.device);
+  EXPECT_EQ(fo.api, f.api); EXPECT_EQ(fo.kind, f.kind); EXPECT_EQ(fo.address, f.address);
+  EXPECT_EQ(fo.stack_id, f.stack_id); EXPECT_EQ(fo.result, f.result);
+
+  gf::AllocFailedRecord x{3000, 79, 1, 5, gf::Api::kCuMemAlloc, gf::MemoryKind::kDevice, 1ull << 40, 2, 11};
+  TraceBuilder t3;
+  t3.add(x);
+  auto xo = read_back<gf::AllocFailedRecord>(t3, gf::RecordType::kAllocFailed);
+  EXPECT_EQ(xo.time_ns, x.time_ns); EXPECT_EQ(xo.device, x.device); EXPECT_EQ(xo.stream, x.stream);
+  EXPECT_EQ(xo.api, x.api); EXPECT_EQ(xo.kind, x.kind); EXPECT_EQ(xo.size, x.size);
+  EXPECT_EQ(xo.error, x.error); EXPECT_EQ(xo.stack_id, x.stack_id);
+}
+
+TEST(FormatRoundTrip, MemInfoMarkerDeviceAttributeEnd) {
+  TraceBuilder t1;
+  t1.add(gf::MemInfoRecord{5, 2, 1000, 80ull << 30});
+  auto m = read_back<gf::MemInfoRecord>(t1, gf::RecordType::kMemInfo);
+  EXPECT_EQ(m.time_ns, 5u); EXPECT_EQ(m.device, 2); EXPECT_EQ(m.free_bytes, 1000u); EXPECT_EQ(m.total_bytes, 80ull << 30);
+
+  TraceBuilder t2;
+  t2.add(gf::MarkerRecord{6, 9, gf::MarkerKind::kStep, "step 3"});
+  auto k = read_back<gf::MarkerRecord>(t2, gf::RecordType::kMarker);
+  EXPECT_EQ(k.time_ns, 6u); EXPECT_EQ(k.thread_id, 9u); EXPECT_EQ(k.kind, gf::MarkerKind::kStep); EXPECT_EQ(k.name, "step 3");
+
+  TraceBuilder t3;
+  t3.add(gf::DeviceRecord{1, 141ull << 30, "NVIDIA H200"});
+  auto d = read_back<gf::DeviceRecord>(t3, gf::RecordType::kDevice);
+  EXPECT_EQ(d.device, 1); EXPECT_EQ(d.total_bytes, 141ull << 30); EXPECT_EQ(d.name, "NVIDIA H200");
+
+  TraceBuilder t4;
+  t4.add(gf::AttributeRecord{"cuda.runtime_version", "13000"});
+  auto a = read_back<gf::AttributeRecord>(t4, gf::RecordType::kAttribute);
+  EXPECT_EQ(a.key, "cuda.runtime_version"); EXPECT_EQ(a.value, "13000");
+
+  TraceBuilder t5;
+  t5.add(gf::EndRecord{123456});
+  EXPECT_EQ(read_back<gf::EndRecord>(t5, gf::RecordType::kEnd).time_ns, 123456u);
+}
+
+TEST(FormatReader, UnknownRecordTypeIsSkippable) {
+  TraceBuilder t;
+  t.raw(200, "future payload").alloc(0x1000, 64);
+  gf::RecordReader reader(span_of(t));
+  ASSERT_EQ(reader.read_header(), "");
+  gf::RawRecord raw;
+  ASSERT_EQ(reader.next(raw), gf::ReadStatus::kRecord);
+  EXPECT_EQ(static_cast<int>(raw.type), 200);
+  EXPECT_EQ(raw.size, 14u);
+  ASSERT_EQ(reader.next(raw), gf::ReadStatus::kRecord);
+  EXPECT_EQ(raw.type, gf::RecordType::kAlloc);
+  EXPECT_EQ(reader.next(raw), gf::ReadStatus::kEnd);
+}
+
+TEST(FormatReader, TruncatedFinalRecord) {
+  TraceBuilder t;
+  t.alloc(0x1000, 64).alloc(0x2000, 128);
+  auto& b = t.mutable_bytes();
+  b.resize(b.size() - 2);
+  gf::RecordReader reader(span_of(t));
+  ASSERT_EQ(reader.read_header(), "");
+  gf::RawRecord raw;
+  EXPECT_EQ(reader.next(raw), gf::ReadStatus::kRecord);
+  EXPECT_EQ(reader.next(raw), gf::ReadStatus::kTruncated);
+}
+
+TEST(FormatReader, GarbageInTheMiddleIsAnError) {
+  TraceBuilder t;
+  t.alloc(0x1000, 64).append_bytes(std::string_view("\x00\x05\x00\x00\x00\x00\x00\x00", 8)).alloc(0x2000, 64);
+  gf::RecordReader reader(span_of(t));
+  ASSERT_EQ(reader.read_header(), "");
+  gf::RawRecord raw;
+  EXPECT_EQ(reader.next(raw), gf::ReadStatus::kRecord);
+  EXPECT_EQ(reader.next(raw), gf::ReadStatus::kError);
+  EXPECT_NE(reader.error().find("offset"), std::string::npos);
+}
+
+TEST(FormatReader, BadHeaders) {
+  std::vector<uint8_t> empty;
+  EXPECT_NE(gf::RecordReader(empty).read_header(), "");
+  std::vector<uint8_t> elf = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_NE(gf::RecordReader(elf).read_header().find("bad magic"), std::string::npos);
+  TraceBuilder newer;
+  newer.header_version(gf::kVersionMajor + 1, 0);
+  EXPECT_NE(gf::RecordReader(span_of(newer)).read_header().find("not supported"), std::string::npos);
+  TraceBuilder minor;
+  minor.header_version(gf::kVersionMajor, 7);
+  EXPECT_EQ(gf::RecordReader(span_of(minor)).read_header(), "");
+}

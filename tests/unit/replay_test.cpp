@@ -1,0 +1,305 @@
+// Replay and findings on synthesized traces.
+#include <gtest/gtest.h>
+
+#include "gpumemshim/analyzer/analysis.h"
+#include "gpumemshim/analyzer/errors.h"
+#include "gpumemshim/analyzer/replay.h"
+#include "gpumemshim/analyzer/report.h"
+#include "temp_dir.h"
+#include "trace_builder.h"
+
+namespace an = gpumemshim::analyzer;
+namespace gf = gpumemshim::format;
+using gpumemshim::testing::TempDir;
+using gpumemshim::testing::TraceBuilder;
+
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+constexpr uint64_t kShimBase = 0x10000, kAppBase = 0x400000;
+
+// A process with a shim module and an app module; stack 1 and 2 start in the shim.
+TraceBuilder base_trace(uint64_t pid = 100) {
+  TraceBuilder t;
+  t.process(pid, "app --leak");
+  t.module("/nonexistent/lib/libgpumemshim.so", kShimBase, 0x10000);
+  t.module("/nonexistent/bin/app", kAppBase, 0x10000);
+  t.device(0, 80ull << 30, "Fake GPU");
+  t.stack(1, {kShimBase + 0x100, kShimBase + 0x200, kAppBase + 0x1000, kAppBase + 0x2000});
+  t.stack(2, {kShimBase + 0x100, kAppBase + 0x3000, kAppBase + 0x2000});
+  return t;
+}
+
+an::Report analyze(const TraceBuilder& t, const TempDir& dir, const char* name = "t.trace") {
+  return an::analyze({t.write(dir.file(name))});
+}
+
+}  // namespace
+
+TEST(Replay, CountsPeakAndLeaks) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.alloc(0xa000000, 1 * MiB, 1).alloc(0xb000000, 2 * MiB, 1).alloc(0xc000000, 4 * MiB, 2);
+  t.free(0xa000000).free(0xc000000);
+  t.alloc(0xd000000, 1 * MiB, 1);
+  t.end();
+  an::Report r = analyze(t, dir);
+  ASSERT_EQ(r.processes.size(), 1u);
+  const auto& p = r.processes[0];
+  EXPECT_EQ(p.summary.allocations, 4u);
+  EXPECT_EQ(p.summary.frees, 2u);
+  EXPECT_EQ(p.summary.peak_bytes, 7 * MiB);
+  EXPECT_EQ(p.summary.leaked_bytes, 3 * MiB);
+  EXPECT_TRUE(p.clean_exit);
+  EXPECT_FALSE(p.truncated);
+  ASSERT_EQ(p.leaks.size(), 1u);
+  const an::SiteGroup& g = p.leaks[0];
+  EXPECT_EQ(g.bytes, 3 * MiB);
+  EXPECT_EQ(g.count, 2u);
+  EXPECT_EQ(g.kind, "leak");
+  EXPECT_EQ(g.api, gf::Api::kCudaMalloc);
+  EXPECT_EQ(g.pid, 100u);
+  EXPECT_EQ(g.id.size(), 12u);
+  // The shim's frames are dropped: the innermost frame is the app's.
+  ASSERT_FALSE(g.stack.empty());
+  EXPECT_EQ(g.stack[0].module, "/nonexistent/bin/app");
+  EXPECT_EQ(g.stack[0].pc, kAppBase + 0x1000);
+  EXPECT_EQ(r.summary.leaked_bytes, 3 * MiB);
+}
+
+TEST(Replay, LeaksGroupedBySiteAndSortedByBytes) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.alloc(0x1000, 100, 1).alloc(0x2000, 100, 1).alloc(0x3000, 5000, 2).alloc(0x4000, 7, 0);
+  an::Report r = analyze(t, dir);
+  const auto& leaks = r.processes[0].leaks;
+  ASSERT_EQ(leaks.size(), 3u);
+  EXPECT_EQ(leaks[0].bytes, 5000u);
+  EXPECT_EQ(leaks[1].bytes, 200u);
+  EXPECT_EQ(leaks[1].count, 2u);
+  EXPECT_EQ(leaks[2].bytes, 7u);
+  EXPECT_TRUE(leaks[2].stack.empty());
+  EXPECT_NE(leaks[0].id, leaks[1].id);
+  EXPECT_FALSE(r.processes[0].clean_exit);  // no End record
+}
+
+TEST(Replay, StableIdsAcrossRunsAndAddresses) {
+  TempDir dir;
+  TraceBuilder a = base_trace(1), b = base_trace(2);
+  a.alloc(0x1000, 64, 1);
+  b.alloc(0x9000, 128, 1);
+  auto ra = analyze(a, dir, "a.trace");
+  auto rb = analyze(b, dir, "b.trace");
+  EXPECT_EQ(ra.processes[0].leaks[0].id, rb.processes[0].leaks[0].id);
+}
+
+TEST(Replay, UnmatchedAndFailedFrees) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.alloc(0x1000, 64, 1);
+  t.free(0x1000, gf::Api::kCudaFree, gf::MemoryKind::kDevice, /*result=*/1);  // failed: stays
+  t.free(0x5000);                                                               // unknown address
+  t.free(0);                                                                    // cudaFree(nullptr)
+  t.end();
+  auto r = analyze(t, dir);
+  const auto& s = r.processes[0].summary;
+  EXPECT_EQ(s.frees, 0u);
+  EXPECT_EQ(s.failed_frees, 1u);
+  EXPECT_EQ(s.unmatched_frees, 1u);
+  EXPECT_EQ(s.leaked_bytes, 64u);
+}
+
+TEST(Replay, FreeThroughAnotherApiOfTheSameAddressSpace) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.alloc(0x1000, 64, 1, gf::Api::kCudaMallocAsync, gf::MemoryKind::kPool);
+  t.alloc(0x2000, 64, 1, gf::Api::kCudaMallocManaged, gf::MemoryKind::kManaged);
+  t.free(0x1000, gf::Api::kCudaFree, gf::MemoryKind::kDevice);
+  t.free(0x2000, gf::Api::kCudaFree, gf::MemoryKind::kDevice);
+  t.end();
+  auto r = analyze(t, dir);
+  const auto& s = r.processes[0].summary;
+  EXPECT_EQ(s.frees, 2u);
+  EXPECT_EQ(s.unmatched_frees, 0u);
+  EXPECT_EQ(s.by_kind[static_cast<int>(gf::MemoryKind::kPool)].frees, 1u);
+  EXPECT_EQ(s.by_kind[static_cast<int>(gf::MemoryKind::kManaged)].frees, 1u);
+  EXPECT_EQ(s.leaked_bytes, 0u);
+}
+
+TEST(Replay, EventsFromThreadBuffersAreReplayedInTimeOrder) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  // Thread 2's buffer reached the file before thread 1's: its reuse of 0x1000 comes first.
+  t.at(1000).alloc(0x1000, 64, 1);
+  t.at(3000).alloc(0x1000, 128, 1);
+  t.at(2000).free(0x1000);
+  t.at(5000).end();
+  auto r = analyze(t, dir);
+  const auto& s = r.processes[0].summary;
+  EXPECT_EQ(s.allocations, 2u);
+  EXPECT_EQ(s.frees, 1u);
+  EXPECT_EQ(s.unmatched_frees, 0u);
+  EXPECT_EQ(s.leaked_bytes, 128u);
+}
+
+TEST(Replay, FailedAllocationsAreListed) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.add(gf::MemInfoRecord{1, 0, 10 * MiB, 80 * MiB});
+  t.alloc(0x1000, 8 * MiB, 1);
+  t.failed(64 * MiB, 2, 2);
+  t.free(0x1000);
+  t.end();
+  auto r = analyze(t, dir);
+  EXPECT_EQ(r.summary.failed_allocations, 1u);
+  ASSERT_EQ(r.processes[0].failures.size(), 1u);
+  const an::Failure& f = r.processes[0].failures[0];
+  EXPECT_EQ(f.event.size, 64 * MiB);
+  EXPECT_EQ(f.event.error, 2u);
+  EXPECT_EQ(f.event.live_device_bytes, 8 * MiB);
+  EXPECT_TRUE(f.event.has_meminfo);
+  EXPECT_EQ(f.event.meminfo_free, 10 * MiB);
+  ASSERT_FALSE(f.stack.empty());
+  EXPECT_EQ(f.stack[0].pc, kAppBase + 0x3000);
+  EXPECT_TRUE(r.processes[0].leaks.empty());
+}
+
+TEST(Replay, VmmPhysicalMappingReservationAndPinnedHostAreSeparate) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  // The same number as a handle, a mapping address, a reservation and a pinned host pointer.
+  const uint64_t x = 0x7000000;
+  t.alloc(x, 32 * MiB, 1, gf::Api::kCuMemAddressReserve, gf::MemoryKind::kReservation);
+  t.alloc(x, 2 * MiB, 1, gf::Api::kCuMemCreate, gf::MemoryKind::kPhysical);
+  t.alloc(x, 2 * MiB, 1, gf::Api::kCuMemMap, gf::MemoryKind::kMapping);
+  t.alloc(x, 4096, 2, gf::Api::kCudaMallocHost, gf::MemoryKind::kPinnedHost);
+  t.alloc(x, 1 * MiB, 2);  // plain device memory at the same number
+  t.free(x, gf::Api::kCuMemUnmap, gf::MemoryKind::kMapping);
+  t.end();
+  auto r = analyze(t, dir);
+  const auto& p = r.processes[0];
+  using K = gf::MemoryKind;
+  auto kind = [&](K k) { return p.summary.by_kind[static_cast<int>(k)]; };
+  EXPECT_EQ(p.summary.allocations, 5u);
+  EXPECT_EQ(p.summary.frees, 1u);
+  EXPECT_EQ(p.summary.unmatched_frees, 0u);
+  EXPECT_EQ(kind(K::kMapping).frees, 1u);
+  EXPECT_EQ(kind(K::kPhysical).live_bytes, 2 * MiB);
+  EXPECT_EQ(kind(K::kReservation).live_bytes, 32 * MiB);
+  EXPECT_EQ(kind(K::kPinnedHost).live_bytes, 4096u);
+  // Peak counts device memory only: physical + device, not mapping, reservation or host.
+  EXPECT_EQ(p.summary.peak_bytes, 3 * MiB);
+  // Leaks: physical, device and pinned host; the reservation is address space.
+  EXPECT_EQ(p.summary.leaked_bytes, 3 * MiB + 4096);
+  ASSERT_EQ(p.leaks.size(), 3u);
+  ASSERT_EQ(p.address_space.size(), 1u);
+  EXPECT_EQ(p.address_space[0].memory, K::kReservation);
+  EXPECT_EQ(p.address_space[0].bytes, 32 * MiB);
+  bool pinned = false;
+  for (const auto& g : p.leaks) pinned |= g.memory == K::kPinnedHost && g.bytes == 4096;
+  EXPECT_TRUE(pinned);
+}
+
+TEST(Replay, TruncatedFinalRecordIsReadUpToTheCut) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.alloc(0x1000, 64, 1).alloc(0x2000, 128, 1);
+  std::string path = t.write(dir.file("cut.trace"), t.bytes().size() - 3);
+  auto r = an::analyze({path});
+  EXPECT_TRUE(r.processes[0].truncated);
+  EXPECT_FALSE(r.processes[0].clean_exit);
+  EXPECT_EQ(r.processes[0].summary.allocations, 1u);
+  EXPECT_EQ(r.summary.leaked_bytes, 64u);
+}
+
+TEST(Replay, UnknownRecordsAreSkipped) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.raw(99, "something new").alloc(0x1000, 64, 1).end();
+  auto r = analyze(t, dir);
+  EXPECT_EQ(r.processes[0].stats.unknown_records, 1u);
+  EXPECT_EQ(r.summary.leaked_bytes, 64u);
+}
+
+TEST(Replay, BadTracesThrowOneLineErrors) {
+  TempDir dir;
+  auto expect_error = [&](const std::string& path, const char* needle) {
+    try {
+      an::analyze({path});
+      ADD_FAILURE() << "no error for " << path;
+    } catch (const an::TraceError& e) {
+      std::string what = e.what();
+      EXPECT_EQ(what.rfind(path, 0), 0u) << what;
+      EXPECT_NE(what.find(needle), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos);
+    }
+  };
+  TraceBuilder empty_builder;
+  expect_error(empty_builder.write(dir.file("empty"), 0), "empty");
+  TraceBuilder newer = base_trace();
+  newer.header_version(9, 0);
+  expect_error(newer.write(dir.file("newer")), "not supported");
+  TraceBuilder garbage = base_trace();
+  garbage.append_bytes(std::string_view("\0\0\0\0", 4)).alloc(0x1000, 1);
+  expect_error(garbage.write(dir.file("garbage")), "malformed");
+  TraceBuilder bad_kind = base_trace();
+  gf::AllocRecord a;
+  a.kind = static_cast<gf::MemoryKind>(42);
+  bad_kind.add(a).end();
+  expect_error(bad_kind.write(dir.file("badkind")), "malformed");
+  expect_error(dir.file("missing"), "cannot open");
+  TraceBuilder zeroed = base_trace();
+  zeroed.module(std::string_view("/lib/lib\0\0\0\0.so", 15), 0x900000, 0x1000).end();
+  expect_error(zeroed.write(dir.file("zeroed")), "NUL byte");
+}
+
+TEST(Replay, SeveralProcessesAreSummed) {
+  TempDir dir;
+  TraceBuilder a = base_trace(1), b = base_trace(2);
+  a.alloc(0x1000, 100, 1).end();
+  b.alloc(0x1000, 300, 2).alloc(0x2000, 50, 2).free(0x2000).end();
+  auto r = an::analyze({a.write(dir.file("a")), b.write(dir.file("b"))});
+  ASSERT_EQ(r.processes.size(), 2u);
+  EXPECT_EQ(r.summary.allocations, 3u);
+  EXPECT_EQ(r.summary.frees, 1u);
+  EXPECT_EQ(r.summary.leaked_bytes, 400u);
+  EXPECT_EQ(r.summary.peak_bytes, 100u + 350u);
+  auto leaks = an::all_leaks(r, false);
+  ASSERT_EQ(leaks.size(), 2u);
+  EXPECT_EQ(leaks[0]->pid, 2u);
+}
+
+TEST(Replay, JsonHasTheContractKeys) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.alloc(0x1000, 4 * MiB, 1).failed(1 << 30, 2, 2).end();
+  auto j = an::report_json(analyze(t, dir));
+  EXPECT_EQ(j["schema"], "gpumemshim-report/1");
+  for (const char* k : {"processes", "summary", "leaks", "failures", "address_space", "growth",
+                        "fragmentation", "recommendations"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"allocations", "frees", "failed_allocations", "unmatched_frees", "peak_bytes",
+                        "leaked_bytes", "by_kind"})
+    EXPECT_TRUE(j["summary"].contains(k)) << k;
+  for (const char* k : {"pid", "ppid", "rank", "host", "command_line", "trace", "truncated",
+                        "clean_exit", "duration_s", "summary", "devices"})
+    EXPECT_TRUE(j["processes"][0].contains(k)) << k;
+  const auto& leak = j["leaks"][0];
+  for (const char* k : {"id", "kind", "bytes", "count", "api", "memory", "device", "pid", "stack"})
+    EXPECT_TRUE(leak.contains(k)) << k;
+  EXPECT_EQ(leak["bytes"], 4 * MiB);
+  EXPECT_EQ(leak["memory"], "device");
+  for (const char* k : {"function", "file", "line", "module", "python"})
+    EXPECT_TRUE(leak["stack"][0].contains(k)) << k;
+  EXPECT_EQ(j["failures"][0]["size"], 1u << 30);
+  EXPECT_EQ(j["summary"]["by_kind"]["device"]["peak_bytes"], 4 * MiB);
+  std::string text = an::report_text(analyze(t, dir));
+  EXPECT_NE(text.find("LEAK 4.00 MiB (4194304 bytes) in 1 allocation via cudaMalloc"), std::string::npos) << text;
+}
+
+TEST(Units, HumanBytes) {
+  EXPECT_EQ(an::human_bytes(0), "0 B");
+  EXPECT_EQ(an::human_bytes(1023), "1023 B");
+  EXPECT_EQ(an::human_bytes(1536 * 1024), "1.50 MiB");
+  EXPECT_EQ(an::human_bytes(4ull << 30), "4.00 GiB");
+}

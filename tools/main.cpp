@@ -1,0 +1,109 @@
+// gpumemshim: record, report, check and stats (DESIGN.md §4).
+#include <exception>
+#include <new>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli.h"
+#include "gpumemshim/analyzer/errors.h"
+
+using namespace gpumemshim::cli;
+
+namespace {
+
+// `record [OPTIONS] [--] CMD ARGS...`: the command starts after the first `--`, or at the first
+// argument that is neither an option of record nor an option's value. Returns argc for CLI11.
+int split_record_command(int argc, char** argv, std::vector<std::string>& command) {
+  if (argc < 2 || std::string_view(argv[1]) != "record") return argc;
+  for (int i = 2; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--") {
+      command.assign(argv + i + 1, argv + argc);
+      return i;
+    }
+    if (a == "-o" || a == "--output" || a == "--stacks") {
+      ++i;  // its value
+      continue;
+    }
+    if (a.starts_with("-")) continue;  // -oX, --output=X, --help, or an unknown option for CLI11
+    command.assign(argv + i, argv + argc);
+    return i;
+  }
+  return argc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gpumemshim: find CUDA memory leaks, OOMs and growth from traces", "gpumemshim"};
+  app.require_subcommand(1);
+
+  RecordOptions rec;
+  auto* record = app.add_subcommand("record", "run a command with the shim preloaded");
+  record->add_option("-o,--output", rec.output, "trace path pattern (%p pid, %h host, %r rank, %t time)");
+  record->add_option("--stacks", rec.stacks, "native,python | python | native | none")
+      ->check(CLI::IsMember({"native,python", "python,native", "python", "native", "none"}));
+  // Shown in the help only: the command is split off before parsing (see split_record_command).
+  std::vector<std::string> command_help;
+  record->add_option("command", command_help, "the command and its arguments (after --)");
+
+  ReportOptions rep;
+  auto* report = app.add_subcommand("report", "report leaks, failures and peaks of traces");
+  report->add_option("traces", rep.traces, "trace files (one per process)")->required();
+  report->add_option("--format", rep.format, "text or json")->capture_default_str();
+  report->add_option("-o,--output", rep.output, "write the report to FILE");
+  report->add_option("--suppressions", rep.suppressions, "LeakSanitizer-style suppressions file");
+
+  CheckOptions chk;
+  auto* check = app.add_subcommand("check", "exit 1 when the traces leak more than allowed");
+  check->add_option("traces", chk.traces, "trace files (one per process)")->required();
+  check->add_option("--suppressions", chk.suppressions, "LeakSanitizer-style suppressions file");
+  check->add_option("--max-leak-bytes", chk.max_leak_bytes, "leaked bytes allowed (default 0)")
+      ->capture_default_str();
+
+  StatsOptions sts;
+  auto* stats = app.add_subcommand("stats", "record counts and sizes of traces");
+  stats->add_option("traces", sts.traces, "trace files")->required();
+
+  try {
+    std::vector<std::string> command;
+    int cli_argc = split_record_command(argc, argv, command);
+    app.parse(cli_argc, argv);
+    rec.command = std::move(command);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    print_error(e.what());
+    return kExitUsage;
+  }
+
+  try {
+    if (*record) {
+      return run_record(rec);
+    }
+    if (*report) return run_report(rep);
+    if (*check) return run_check(chk);
+    if (*stats) return run_stats(sts);
+  } catch (const CliError& e) {
+    print_error(e.what());
+    return e.code();
+  } catch (const gpumemshim::analyzer::TraceError& e) {
+    print_error(e.what());
+    return kExitUsage;
+  } catch (const std::bad_alloc&) {
+    print_error("out of memory");
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    print_error(e.what());
+    return kExitUsage;
+  }
+  return kExitUsage;
+}
