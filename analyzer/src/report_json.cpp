@@ -29,6 +29,25 @@ json by_kind_json(const ByKind& by_kind) {
   return o;
 }
 
+// Calls per API as recorded: allocations and failures under the allocating API, frees under the
+// freeing one. Only APIs that occur are listed.
+json by_api_json(const std::vector<const TraceStats*>& all) {
+  json o = json::object();
+  for (uint8_t a = 1; a < format::kApiCount; ++a) {
+    uint64_t allocs = 0, frees = 0, failed = 0, bytes = 0;
+    for (const TraceStats* st : all) {
+      allocs += st->allocs_by_api[a];
+      frees += st->frees_by_api[a];
+      failed += st->failed_by_api[a];
+      bytes += st->bytes_by_api[a];
+    }
+    if (allocs + frees + failed == 0) continue;
+    o[std::string(format::api_name(static_cast<Api>(a)))] = {
+        {"allocations", allocs}, {"frees", frees}, {"failed", failed}, {"bytes", bytes}};
+  }
+  return o;
+}
+
 json summary_json(const Summary& s) {
   return {{"allocations", s.allocations},
           {"frees", s.frees},
@@ -69,6 +88,8 @@ json process_json(const ProcessReport& p) {
     devices.push_back({{"device", d.device}, {"name", d.name}, {"total_bytes", d.total_bytes}});
   json attributes = json::object();
   for (const auto& [k, v] : p.attributes) attributes[k] = v;
+  json process_summary = summary_json(p.summary);
+  process_summary["by_api"] = by_api_json({&p.stats});
   return {{"pid", p.info.pid},
           {"ppid", p.info.ppid},
           {"rank", p.info.rank},
@@ -83,7 +104,7 @@ json process_json(const ProcessReport& p) {
           {"truncated", p.truncated},
           {"clean_exit", p.clean_exit},
           {"duration_s", p.duration_s},
-          {"summary", summary_json(p.summary)},
+          {"summary", process_summary},
           {"devices", devices},
           {"attributes", attributes}};
 }
@@ -117,9 +138,13 @@ json report_json(const Report& report) {
     for (const SiteGroup& g : p.address_space) address_space.push_back(group_json(g));
   }
   for (const SiteGroup* g : all_leaks(report, /*include_suppressed=*/true)) leaks.push_back(group_json(*g));
+  json summary = summary_json(report.summary);
+  std::vector<const TraceStats*> all_stats;
+  for (const ProcessReport& p : report.processes) all_stats.push_back(&p.stats);
+  summary["by_api"] = by_api_json(all_stats);
   json out = {{"schema", kReportSchema},
               {"processes", processes},
-              {"summary", summary_json(report.summary)},
+              {"summary", summary},
               {"leaks", leaks},
               {"failures", failures},
               {"address_space", address_space},

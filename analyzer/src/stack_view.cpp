@@ -15,6 +15,24 @@ bool is_shim_module(const std::string& path) {
   return base_name(path).starts_with("libgpumemshim");
 }
 
+namespace {
+// Frames inside CUDA itself: the shared runtime and driver, or a statically linked cudart (its
+// functions carry no line information and are named cudaX / cuX / cudart::... / __cudartNNN).
+bool is_cuda_internal(const Frame& f) {
+  std::string_view module = base_name(f.module);
+  if (module.starts_with("libcudart") || module.starts_with("libcuda.") ||
+      module.starts_with("libnvidia")) return true;
+  if (!f.file.empty()) return false;
+  std::string_view fn = f.function;
+  if (fn.starts_with("cudart::") || fn.starts_with("__cudart")) return true;
+  auto api_like = [&](std::string_view prefix) {
+    return fn.size() > prefix.size() && fn.starts_with(prefix) &&
+           fn[prefix.size()] >= 'A' && fn[prefix.size()] <= 'Z';
+  };
+  return api_like("cuda") || api_like("cu");
+}
+}  // namespace
+
 StackView::StackView(const LoadedTrace& trace, size_t max_frames)
     : trace_(trace), max_frames_(max_frames) {
   for (const ModuleInfo& m : trace.modules) symbolizer_.add_module(m);
@@ -47,6 +65,11 @@ const std::vector<Frame>& StackView::frames(uint64_t stack_id) {
       out.push_back(std::move(f));
     }
   }
+  // The innermost user-meaningful frame first: drop CUDA's own frames above it (if anything is
+  // left; a stack made only of CUDA frames is kept whole).
+  size_t first_user = 0;
+  while (first_user < out.size() && is_cuda_internal(out[first_user])) ++first_user;
+  if (first_user < out.size()) out.erase(out.begin(), out.begin() + static_cast<long>(first_user));
   return out;
 }
 

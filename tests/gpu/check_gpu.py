@@ -53,7 +53,7 @@ def report(name, traces):
 
 
 def api_counts(rep):
-    return rep["summary"].get("by_api", {})
+    return rep["summary"]["by_api"]
 
 
 # 1, 2: nvcc-built programs, static and shared cudart.
@@ -111,16 +111,16 @@ for name, conf in (("torch_default", ""), ("torch_expandable", "expandable_segme
         check(f"{name}: cudaMalloc count == segment.all.allocated",
               n("cudaMalloc") == stats.get("segment.all.allocated"), f"{n('cudaMalloc')} vs {stats.get('segment.all.allocated')}")
         check(f"{name}: cudaFree count == segment.all.freed",
-              n("cudaMalloc", "frees") == stats.get("segment.all.freed"), f"{n('cudaMalloc', 'frees')} vs {stats.get('segment.all.freed')}")
+              n("cudaFree", "frees") == stats.get("segment.all.freed"), f"{n('cudaFree', 'frees')} vs {stats.get('segment.all.freed')}")
     elif name == "torch_expandable":
         check(f"{name}: cuMemCreate seen", n("cuMemCreate") > 0, str(apis))
         check(f"{name}: cuMemMap seen", n("cuMemMap") > 0, str(apis))
         check(f"{name}: every physical handle released after empty_cache",
-              n("cuMemCreate") == n("cuMemCreate", "frees"), str(apis))
+              n("cuMemCreate") == n("cuMemRelease", "frees"), str(apis))
     else:
         check(f"{name}: cudaMallocAsync seen", n("cudaMallocAsync") >= 100, str(apis))
         check(f"{name}: every async allocation freed",
-              n("cudaMallocAsync") == n("cudaMallocAsync", "frees"), str(apis))
+              n("cudaMallocAsync") == n("cudaFreeAsync", "frees"), str(apis))
 
 print(f"== {len(failed)} failed: {failed}")
 sys.exit(1 if failed else 0)
