@@ -15,23 +15,26 @@ bool is_shim_module(const std::string& path) {
   return base_name(path).starts_with("libgpumemshim");
 }
 
-namespace {
-// Frames inside CUDA itself: the shared runtime and driver, or a statically linked cudart (its
-// functions carry no line information and are named cudaX / cuX / cudart::... / __cudartNNN).
+// A statically linked cudart's functions carry no line information and are named cudaX / cuX /
+// cudart::... / __cudartNNN / libcudart_static_<hash>.
 bool is_cuda_internal(const Frame& f) {
   std::string_view module = base_name(f.module);
   if (module.starts_with("libcudart") || module.starts_with("libcuda.") ||
       module.starts_with("libnvidia")) return true;
+  // CUDA's header templates (cudaMalloc<T> in cuda_runtime.h) are inlined into the caller.
+  std::string_view file = base_name(f.file);
+  if (file.starts_with("cuda_runtime") || file == "cuda.h") return true;
   if (!f.file.empty()) return false;
   std::string_view fn = f.function;
-  if (fn.starts_with("cudart::") || fn.starts_with("__cudart")) return true;
+  if (fn.starts_with("cudart::") || fn.starts_with("__cudart") ||
+      fn.starts_with("libcudart_static_"))  // CUDA 13's static cudart names its internals so
+    return true;
   auto api_like = [&](std::string_view prefix) {
     return fn.size() > prefix.size() && fn.starts_with(prefix) &&
            fn[prefix.size()] >= 'A' && fn[prefix.size()] <= 'Z';
   };
   return api_like("cuda") || api_like("cu");
 }
-}  // namespace
 
 StackView::StackView(const LoadedTrace& trace, size_t max_frames)
     : trace_(trace), max_frames_(max_frames) {

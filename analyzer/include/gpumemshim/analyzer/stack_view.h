@@ -33,4 +33,8 @@ class StackView {
 // True when the module's file name starts with "libgpumemshim" (the shim's own frames).
 bool is_shim_module(const std::string& path);
 
+// True for frames inside CUDA itself (shared runtime or driver, a static cudart's internals, the
+// cudaMalloc<T> templates of cuda_runtime.h): dropped above the caller's first frame.
+bool is_cuda_internal(const Frame& frame);
+
 }  // namespace gpumemshim::analyzer
