@@ -5,9 +5,13 @@
 
 namespace {
 
+void alloc_free_at_depth(int depth, benchmark::State& state);
+// Calls through a volatile pointer cannot be turned into a loop: each level is a real frame.
+void (*volatile recurse)(int, benchmark::State&) = alloc_free_at_depth;
+
 __attribute__((noinline)) void alloc_free_at_depth(int depth, benchmark::State& state) {
   if (depth > 1) {
-    alloc_free_at_depth(depth - 1, state);
+    recurse(depth - 1, state);
     benchmark::ClobberMemory();  // keeps the recursion from becoming a tail call
     return;
   }

@@ -24,6 +24,8 @@ struct cudaExtent {
 namespace gpumemshim::shim {
 inline constexpr cudaError_t kCudaSuccess = 0;
 inline constexpr cudaError_t kCudaErrorInitializationError = 3;
+// Frees carry no device: looking it up would cost a call per free, and the allocation has it.
+inline constexpr int kFreeDeviceUnknown = -1;
 }  // namespace gpumemshim::shim
 
 // Driver API types (cuda.h, CUDA 13).

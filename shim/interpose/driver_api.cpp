@@ -30,9 +30,12 @@ int current_device() {
 
 uint64_t stream_id(CUstream s) { return reinterpret_cast<uintptr_t>(s); }
 
+constexpr int kCurrentDevice = -1;  // ask the driver, only when the event is recorded
+
 void after_alloc(const HookScope& scope, CUresult rc, Api api, MemoryKind kind, int device,
                  uint64_t stream, uint64_t address, uint64_t size) {
   if (!scope.outermost() || recording_off()) return;
+  if (device == kCurrentDevice) device = current_device();
   if (rc == kCuSuccess)
     record_alloc(api, kind, device, stream, address, size);
   else
@@ -44,7 +47,7 @@ template <typename Call>
 CUresult recorded_free(Api api, MemoryKind kind, uint64_t stream, uint64_t address, Call&& call) {
   HookScope scope;
   bool record = scope.outermost() && address && !recording_off();
-  int device = record ? current_device() : 0;
+  const int device = kFreeDeviceUnknown;  // the analyzer takes it from the allocation
   if (record) record_free(api, kind, device, stream, address);
   CUresult rc = call();
   if (record && rc != kCuSuccess)
@@ -69,7 +72,7 @@ GPUMEMSHIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t size) {
   GPUMEMSHIM_REAL(cuMemAlloc_v2, CUresult (*)(CUdeviceptr*, size_t));
   HookScope scope;
   CUresult rc = real(ptr, size);
-  after_alloc(scope, rc, Api::kCuMemAlloc, MemoryKind::kDevice, current_device(), 0,
+  after_alloc(scope, rc, Api::kCuMemAlloc, MemoryKind::kDevice, kCurrentDevice, 0,
               rc == kCuSuccess ? *ptr : 0, size);
   return rc;
 }
@@ -87,7 +90,7 @@ GPUMEMSHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* ptr, size_t* pitch, s
   HookScope scope;
   CUresult rc = real(ptr, pitch, width, height, element_size);
   bool ok = rc == kCuSuccess;
-  after_alloc(scope, rc, Api::kCuMemAllocPitch, MemoryKind::kDevice, current_device(), 0,
+  after_alloc(scope, rc, Api::kCuMemAllocPitch, MemoryKind::kDevice, kCurrentDevice, 0,
               ok ? *ptr : 0, ok ? *pitch * height : width * height);
   return rc;
 }
@@ -97,7 +100,7 @@ GPUMEMSHIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t size, unsi
   GPUMEMSHIM_REAL(cuMemAllocManaged, CUresult (*)(CUdeviceptr*, size_t, unsigned));
   HookScope scope;
   CUresult rc = real(ptr, size, flags);
-  after_alloc(scope, rc, Api::kCuMemAllocManaged, MemoryKind::kManaged, current_device(), 0,
+  after_alloc(scope, rc, Api::kCuMemAllocManaged, MemoryKind::kManaged, kCurrentDevice, 0,
               rc == kCuSuccess ? *ptr : 0, size);
   return rc;
 }
@@ -109,7 +112,7 @@ GPUMEMSHIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t size, unsi
     GPUMEMSHIM_REAL(name, CUresult (*)(CUdeviceptr*, size_t, CUstream));                       \
     HookScope scope;                                                                           \
     CUresult rc = real(ptr, size, stream);                                                     \
-    after_alloc(scope, rc, Api::kCuMemAllocAsync, MemoryKind::kPool, current_device(),         \
+    after_alloc(scope, rc, Api::kCuMemAllocAsync, MemoryKind::kPool, kCurrentDevice,          \
                 stream_id(stream), rc == kCuSuccess ? *ptr : 0, size);                         \
     return rc;                                                                                 \
   }
@@ -133,7 +136,7 @@ GPUMEMSHIM_FREE_ASYNC(cuMemFreeAsync_ptsz)
     GPUMEMSHIM_REAL(name, CUresult (*)(CUdeviceptr*, size_t, CUmemoryPool, CUstream));         \
     HookScope scope;                                                                           \
     CUresult rc = real(ptr, size, pool, stream);                                               \
-    after_alloc(scope, rc, Api::kCuMemAllocFromPoolAsync, MemoryKind::kPool, current_device(), \
+    after_alloc(scope, rc, Api::kCuMemAllocFromPoolAsync, MemoryKind::kPool, kCurrentDevice,  \
                 stream_id(stream), rc == kCuSuccess ? *ptr : 0, size);                         \
     return rc;                                                                                 \
   }
@@ -168,7 +171,7 @@ GPUMEMSHIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                                          CUmemGenericAllocationHandle, unsigned long long));
   HookScope scope;
   CUresult rc = real(ptr, size, offset, handle, flags);
-  after_alloc(scope, rc, Api::kCuMemMap, MemoryKind::kMapping, current_device(), 0, ptr, size);
+  after_alloc(scope, rc, Api::kCuMemMap, MemoryKind::kMapping, kCurrentDevice, 0, ptr, size);
   return rc;
 }
 
@@ -186,7 +189,7 @@ GPUMEMSHIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, si
                                                     unsigned long long));
   HookScope scope;
   CUresult rc = real(ptr, size, alignment, addr, flags);
-  after_alloc(scope, rc, Api::kCuMemAddressReserve, MemoryKind::kReservation, current_device(), 0,
+  after_alloc(scope, rc, Api::kCuMemAddressReserve, MemoryKind::kReservation, kCurrentDevice, 0,
               rc == kCuSuccess ? *ptr : 0, size);
   return rc;
 }
@@ -203,7 +206,7 @@ GPUMEMSHIM_EXPORT CUresult cuMemHostAlloc(void** ptr, size_t size, unsigned flag
   GPUMEMSHIM_REAL(cuMemHostAlloc, CUresult (*)(void**, size_t, unsigned));
   HookScope scope;
   CUresult rc = real(ptr, size, flags);
-  after_alloc(scope, rc, Api::kCuMemHostAlloc, MemoryKind::kPinnedHost, current_device(), 0,
+  after_alloc(scope, rc, Api::kCuMemHostAlloc, MemoryKind::kPinnedHost, kCurrentDevice, 0,
               rc == kCuSuccess ? reinterpret_cast<uintptr_t>(*ptr) : 0, size);
   return rc;
 }
@@ -213,7 +216,7 @@ GPUMEMSHIM_EXPORT CUresult cuMemAllocHost_v2(void** ptr, size_t size) {
   GPUMEMSHIM_REAL(cuMemAllocHost_v2, CUresult (*)(void**, size_t));
   HookScope scope;
   CUresult rc = real(ptr, size);
-  after_alloc(scope, rc, Api::kCuMemAllocHost, MemoryKind::kPinnedHost, current_device(), 0,
+  after_alloc(scope, rc, Api::kCuMemAllocHost, MemoryKind::kPinnedHost, kCurrentDevice, 0,
               rc == kCuSuccess ? reinterpret_cast<uintptr_t>(*ptr) : 0, size);
   return rc;
 }

@@ -39,7 +39,7 @@ template <typename Call>
 cudaError_t recorded_free(Api api, MemoryKind kind, uint64_t stream, const void* ptr, Call&& call) {
   HookScope scope;
   bool record = scope.outermost() && ptr && !recording_off();
-  int device = record ? current_device() : 0;
+  const int device = kFreeDeviceUnknown;  // the analyzer takes it from the allocation
   if (record) record_free(api, kind, device, stream, u64(ptr));
   cudaError_t rc = call();
   if (record && rc != kCudaSuccess)

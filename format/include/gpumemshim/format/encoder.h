@@ -37,6 +37,41 @@ size_t frame(uint8_t* out, size_t capacity, RecordType type, Fill&& fill) {
   std::memcpy(out, head, h.size());
   return h.size() + payload.size();
 }
+
+// Unchecked writes for the fixed-shape event records of the hot path. Their payloads are at most
+// 80 bytes, so the length is one byte and no bounds check is needed once 2 + 128 bytes are free.
+inline uint8_t* put_varint(uint8_t* p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<uint8_t>(v) | 0x80;
+    v >>= 7;
+  }
+  *p++ = static_cast<uint8_t>(v);
+  return p;
+}
+inline uint8_t* put_svarint(uint8_t* p, int64_t v) { return put_varint(p, zigzag(v)); }
+
+inline constexpr size_t kMaxEventPayload = 127;
+
+template <typename Fill>
+size_t event_frame(uint8_t* out, size_t capacity, RecordType type, Fill&& fill) {
+  if (capacity < 2 + kMaxEventPayload) return 0;
+  out[0] = static_cast<uint8_t>(type);
+  uint8_t* end = fill(out + 2);
+  size_t n = static_cast<size_t>(end - (out + 2));
+  out[1] = static_cast<uint8_t>(n);
+  return n + 2;
+}
+
+template <typename Rec>
+uint8_t* put_event_head(uint8_t* p, const Rec& r) {
+  p = put_varint(p, r.time_ns);
+  p = put_varint(p, r.thread_id);
+  p = put_svarint(p, r.device);
+  p = put_varint(p, r.stream);
+  *p++ = static_cast<uint8_t>(r.api);
+  *p++ = static_cast<uint8_t>(r.kind);
+  return p;
+}
 }  // namespace detail
 
 inline size_t encode(uint8_t* out, size_t cap, const ProcessRecord& r) {
@@ -67,32 +102,38 @@ inline size_t encode(uint8_t* out, size_t cap, const StackRecord& r) {
 }
 
 inline size_t encode(uint8_t* out, size_t cap, const AllocRecord& r) {
-  return detail::frame(out, cap, RecordType::kAlloc, [&](ByteWriter& w) {
-    w.varint(r.time_ns); w.varint(r.thread_id); w.svarint(r.device); w.varint(r.stream);
-    w.u8(static_cast<uint8_t>(r.api)); w.u8(static_cast<uint8_t>(r.kind));
-    w.varint(r.address); w.varint(r.size); w.varint(r.stack_id);
+  return detail::event_frame(out, cap, RecordType::kAlloc, [&](uint8_t* p) {
+    p = detail::put_event_head(p, r);
+    p = detail::put_varint(p, r.address);
+    p = detail::put_varint(p, r.size);
+    return detail::put_varint(p, r.stack_id);
   });
 }
 
 inline size_t encode(uint8_t* out, size_t cap, const FreeRecord& r) {
-  return detail::frame(out, cap, RecordType::kFree, [&](ByteWriter& w) {
-    w.varint(r.time_ns); w.varint(r.thread_id); w.svarint(r.device); w.varint(r.stream);
-    w.u8(static_cast<uint8_t>(r.api)); w.u8(static_cast<uint8_t>(r.kind));
-    w.varint(r.address); w.varint(r.stack_id); w.varint(r.result);
+  return detail::event_frame(out, cap, RecordType::kFree, [&](uint8_t* p) {
+    p = detail::put_event_head(p, r);
+    p = detail::put_varint(p, r.address);
+    p = detail::put_varint(p, r.stack_id);
+    return detail::put_varint(p, r.result);
   });
 }
 
 inline size_t encode(uint8_t* out, size_t cap, const AllocFailedRecord& r) {
-  return detail::frame(out, cap, RecordType::kAllocFailed, [&](ByteWriter& w) {
-    w.varint(r.time_ns); w.varint(r.thread_id); w.svarint(r.device); w.varint(r.stream);
-    w.u8(static_cast<uint8_t>(r.api)); w.u8(static_cast<uint8_t>(r.kind));
-    w.varint(r.size); w.varint(r.error); w.varint(r.stack_id);
+  return detail::event_frame(out, cap, RecordType::kAllocFailed, [&](uint8_t* p) {
+    p = detail::put_event_head(p, r);
+    p = detail::put_varint(p, r.size);
+    p = detail::put_varint(p, r.error);
+    return detail::put_varint(p, r.stack_id);
   });
 }
 
 inline size_t encode(uint8_t* out, size_t cap, const MemInfoRecord& r) {
-  return detail::frame(out, cap, RecordType::kMemInfo, [&](ByteWriter& w) {
-    w.varint(r.time_ns); w.svarint(r.device); w.varint(r.free_bytes); w.varint(r.total_bytes);
+  return detail::event_frame(out, cap, RecordType::kMemInfo, [&](uint8_t* p) {
+    p = detail::put_varint(p, r.time_ns);
+    p = detail::put_svarint(p, r.device);
+    p = detail::put_varint(p, r.free_bytes);
+    return detail::put_varint(p, r.total_bytes);
   });
 }
 
