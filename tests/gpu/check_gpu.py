@@ -122,5 +122,26 @@ for name, conf in (("torch_default", ""), ("torch_expandable", "expandable_segme
         check(f"{name}: every async allocation freed",
               n("cudaMallocAsync") == n("cudaFreeAsync", "frees"), str(apis))
 
+# 4: hook overhead on the real runtime: ns per cudaMalloc+cudaFree pair (1 MiB), interleaved runs.
+print("== overhead: ns per cudaMalloc+cudaFree pair of 1 MiB, median of 5 interleaved runs")
+bench_src = here / "alloc_pairs.cu"
+rows = []
+for cudart in ("shared", "static"):
+    exe = work / f"pairs_{cudart}"
+    subprocess.run(["nvcc", "-O2", f"--cudart={cudart}", "-o", exe, bench_src], check=True)
+    for depth in (1, 30):
+        samples = {"bare": [], "shim, no stacks": [], "shim, native stacks": []}
+        for _ in range(5):
+            for label, extra in (("bare", None), ("shim, no stacks", {"GPUMEMSHIM_STACKS": "none"}),
+                                 ("shim, native stacks", {"GPUMEMSHIM_STACKS": "native"})):
+                r, _ = run(f"bench_{cudart}_{depth}", [exe, "3000", str(MIB), str(depth)], extra,
+                           shim_on=extra is not None)
+                samples[label].append(float(r.stdout.strip() or "nan"))
+        med = {k: sorted(v)[len(v) // 2] for k, v in samples.items()}
+        rows.append((cudart, depth, med))
+print(f"{'cudart':>7} {'depth':>5} {'bare ns':>9} {'no stacks':>10} {'native':>9} {'+no stacks':>11} {'+native':>9}")
+for cudart, depth, m in rows:
+    b, n0, s = m["bare"], m["shim, no stacks"], m["shim, native stacks"]
+    print(f"{cudart:>7} {depth:>5} {b:>9.0f} {n0:>10.0f} {s:>9.0f} {100 * (n0 - b) / b:>10.1f}% {100 * (s - b) / b:>8.1f}%")
 print(f"== {len(failed)} failed: {failed}")
 sys.exit(1 if failed else 0)

@@ -38,6 +38,18 @@ int main() {
   // Asking for cuGetProcAddress itself must give a resolver that still records.
   get_proc = entry<GetProc>("cuGetProcAddress");
 
+  // An old runtime asking for cuMemAlloc at CUDA 3.0 must get what the driver gives (here: no v1),
+  // never the shim's cuMemAlloc_v2 wrapper.
+  void* old_alloc = nullptr;
+  CUdriverProcAddressQueryResult old_status{};
+  CUresult old_rc = get_proc("cuMemAlloc", &old_alloc, 3000, 0, &old_status);
+  std::printf("old cuMemAlloc: rc=%d fn=%s\n", static_cast<int>(old_rc), old_alloc ? "set" : "null");
+  // Names the shim does not record pass through untouched.
+  void* get_name = nullptr;
+  get_proc("cuDeviceGetName", &get_name, 12080, 0, &old_status);
+  std::printf("cuDeviceGetName is the driver's own: %s\n",
+              get_name == dlsym(libcuda, "cuDeviceGetName") ? "yes" : "no");
+
   auto mem_alloc = entry<MemAlloc>("cuMemAlloc");
   auto mem_free = entry<MemFree>("cuMemFree");
   auto alloc_async = entry<MemAllocAsync>("cuMemAllocAsync", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
