@@ -100,8 +100,10 @@ std::map<std::string, FileStamp> snapshot(const std::string& dir, const std::str
 int run_record(const RecordOptions& o) {
   if (o.command.empty()) throw CliError("record: no command given (usage: gpumemshim record -- CMD ARGS...)");
   std::string shim = find_shim();
+  // The shim goes after what is already preloaded: sanitizer runtimes must stay first, and a
+  // tool the user preloaded on purpose keeps its place.
   std::string preload = shim;
-  if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
+  if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload = std::string(old) + ":" + shim;
   auto [dir, glob] = pattern_glob(o.output.empty() ? kDefaultPattern : o.output);
   auto before = snapshot(dir, glob);
 

@@ -35,6 +35,18 @@ def base_env(**extra):
     return env
 
 
+def shim_preload():
+    """LD_PRELOAD for a program under the shim. Sanitizer builds load their runtime first."""
+    runtime = os.environ.get("GPUMEMSHIM_TEST_PRELOAD")
+    return f"{runtime} {SHIM}" if runtime else str(SHIM)
+
+
+def cli_env():
+    """The CLI's own environment: in sanitizer builds `record` must keep the runtime first."""
+    runtime = os.environ.get("GPUMEMSHIM_TEST_PRELOAD")
+    return base_env(LD_PRELOAD=runtime) if runtime else base_env()
+
+
 class Run:
     def __init__(self, tmp_path):
         self.dir = tmp_path
@@ -42,9 +54,7 @@ class Run:
     def program(self, args, shim=True, timeout=120, **env):
         e = base_env(**env)
         if shim:
-            # Sanitizer builds: the sanitizer runtime must be loaded before the shim.
-            runtime = os.environ.get("GPUMEMSHIM_TEST_PRELOAD")
-            e["LD_PRELOAD"] = f"{runtime} {SHIM}" if runtime else str(SHIM)
+            e["LD_PRELOAD"] = shim_preload()
             e.setdefault("GPUMEMSHIM_OUTPUT", str(self.dir / "app.%p.trace"))
         return subprocess.run([str(a) for a in args], env=e, capture_output=True, text=True,
                               timeout=timeout, cwd=self.dir)
@@ -54,7 +64,7 @@ class Run:
 
     def cli(self, *args, timeout=120):
         return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True,
-                              timeout=timeout, cwd=self.dir, env=base_env())
+                              timeout=timeout, cwd=self.dir, env=cli_env())
 
     def report(self, *traces):
         r = self.cli("report", "--format", "json", *traces)

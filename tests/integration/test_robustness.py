@@ -55,11 +55,13 @@ def test_garbage_empty_and_newer_traces_are_rejected(run):
     data = bytearray(real.read_bytes())
     data[8] = 9  # major version 9
     newer.write_bytes(bytes(data))
+    data = real.read_bytes()
+    # A record of type 0 between whole records, and one claiming an impossible length.
     corrupt = run.dir / "corrupt.bin"
-    data = bytearray(real.read_bytes())
-    data[len(data) // 2: len(data) // 2 + 16] = b"\x00" * 16
-    corrupt.write_bytes(bytes(data))
-    for path in (garbage, empty, newer, corrupt, run.dir / "missing.trace"):
+    corrupt.write_bytes(data[:16] + b"\x00\x03abc" + data[16:])
+    huge = run.dir / "huge.bin"
+    huge.write_bytes(data[:16] + b"\x04\xff\xff\xff\xff\x0f" + data[16:])
+    for path in (garbage, empty, newer, corrupt, huge, run.dir / "missing.trace"):
         for command in ("report", "check", "stats"):
             _one_line_error(run.cli(command, path))
 

@@ -3,7 +3,7 @@ import signal
 import subprocess
 import time
 
-from conftest import CLI, SCENARIOS, SHIM, base_env, frame_at, site_line
+from conftest import SCENARIOS, base_env, frame_at, shim_preload, site_line
 
 MIB = 1 << 20
 
@@ -72,7 +72,7 @@ def test_injected_oom_passes_through_unchanged_and_is_counted(run):
 
 
 def test_sigkilled_process_leaves_readable_trace_with_its_leaks(run, tmp_path):
-    env = base_env(LD_PRELOAD=SHIM, GPUMEMSHIM_OUTPUT=tmp_path / "killed.%p.trace")
+    env = base_env(LD_PRELOAD=shim_preload(), GPUMEMSHIM_OUTPUT=tmp_path / "killed.%p.trace")
     proc = subprocess.Popen([str(SCENARIOS), "killed"], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline() == "ready\n"
