@@ -4,13 +4,16 @@ set -euo pipefail
 sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
 packages=(cmake ninja-build g++ pkg-config libunwind-dev libdw-dev libelf-dev libcli11-dev
-          nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev python3-pip)
+          nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev valgrind
+          python3 python3-pytest)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# Debian's python3-pytest serves /usr/bin/python3; another python3 first on PATH (pyenv) gets pytest
+# from PyPI.
 python3 -c 'import pytest' 2>/dev/null ||
   python3 -m pip install -q pytest 2>/dev/null ||
   python3 -m pip install -q --break-system-packages pytest

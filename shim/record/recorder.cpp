@@ -43,7 +43,6 @@ pthread_key_t g_thread_key;
 std::atomic<ThreadState*> g_slots[kMaxThreads];
 
 __attribute__((tls_model("initial-exec"))) thread_local ThreadState* t_state = nullptr;
-__attribute__((tls_model("initial-exec"))) thread_local uint64_t t_tid = 0;
 
 void drain_all() {
   for (auto& slot : g_slots) {
@@ -99,7 +98,6 @@ void fork_child() {
     if (s != t_state) s->dead.store(true);
   }
   if (t_state) t_state->stacks.clear();  // the child's file has none of them yet
-  t_tid = 0;
   g_file.forget_after_fork();
   g_flusher_running.store(false);
   if (g_status.load() != kOff) g_status.store(kUninit);
