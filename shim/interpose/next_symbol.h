@@ -12,6 +12,12 @@ template <typename Fn>
 class RealFunction {
  public:
   explicit constexpr RealFunction(const char* name) : name_(name) {}
+  // Takes `fn` as the real function unless another one is already known. True when the slot now
+  // holds `fn` (a function reached through dlsym on a privately loaded library).
+  bool adopt(void* fn) {
+    void* expected = nullptr;
+    return ptr_.compare_exchange_strong(expected, fn) || expected == fn;
+  }
   Fn get() {
     void* p = ptr_.load(std::memory_order_relaxed);
     if (!p) [[unlikely]] {

@@ -151,7 +151,9 @@ extern "C" __attribute__((visibility("hidden"))) void* gpumemshim_dlsym_impl(voi
   DlsymFn real = real_dlsym();
   if (!real) return nullptr;
   void* p = real(handle, name);
-  if (p && is_driver_name(name)) p = wrap_driver_function(name, p, -1, 0);
+  if (!p || !name || name[0] != 'c' || name[1] != 'u') return p;
+  if (is_driver_name(name)) return wrap_driver_function(name, p, -1, 0);
+  if (name[2] == 'd' && name[3] == 'a') return wrap_runtime_function(name, p);
   return p;
 }
 

@@ -1,9 +1,13 @@
 // Interposed CUDA runtime API memory functions (programs and libraries that link libcudart.so
 // dynamically, e.g. PyTorch's caching allocator). Each hook calls the real function, returns
 // exactly what it returned, and records the outcome when it is the outermost hook.
+#include <dlfcn.h>
+
 #include <cstdint>
+#include <cstring>
 
 #include "../record/recorder.h"
+#include "real_dlsym.h"
 #include "cuda_abi.h"
 #include "hook_scope.h"
 #include "next_symbol.h"
@@ -187,3 +191,54 @@ GPUMEMSHIM_EXPORT cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_b
     record_mem_info(current_device(), *free_bytes, *total_bytes);
   return rc;
 }
+
+// --- dlsym on a privately loaded cudart (ctypes, RTLD_LOCAL) -------------------------------------
+
+namespace gpumemshim::shim {
+
+namespace {
+struct RuntimeEntry {
+  const char* name;
+  void* wrapper;
+  bool (*adopt)(void*);
+};
+
+template <auto& real>
+bool adopt_into(void* fn) { return real.adopt(fn); }
+
+#define GPUMEMSHIM_RUNTIME_ENTRY(name) \
+  {#name, reinterpret_cast<void*>(&::name), &adopt_into<real_##name>}
+const RuntimeEntry kRuntimeEntries[] = {
+    GPUMEMSHIM_RUNTIME_ENTRY(cudaMalloc),       GPUMEMSHIM_RUNTIME_ENTRY(cudaFree),
+    GPUMEMSHIM_RUNTIME_ENTRY(cudaMallocAsync),  GPUMEMSHIM_RUNTIME_ENTRY(cudaFreeAsync),
+    GPUMEMSHIM_RUNTIME_ENTRY(cudaMallocFromPoolAsync),
+    GPUMEMSHIM_RUNTIME_ENTRY(cudaMallocManaged), GPUMEMSHIM_RUNTIME_ENTRY(cudaMallocPitch),
+    GPUMEMSHIM_RUNTIME_ENTRY(cudaMalloc3D),     GPUMEMSHIM_RUNTIME_ENTRY(cudaMallocHost),
+    GPUMEMSHIM_RUNTIME_ENTRY(cudaHostAlloc),    GPUMEMSHIM_RUNTIME_ENTRY(cudaFreeHost),
+    GPUMEMSHIM_RUNTIME_ENTRY(cudaMemGetInfo),
+};
+#undef GPUMEMSHIM_RUNTIME_ENTRY
+
+// The device query must come from the same runtime as the functions it tags.
+void adopt_get_device_beside(void* fn) {
+  Dl_info info{};
+  if (!dladdr(fn, &info) || !info.dli_fname) return;
+  void* lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return;
+  if (void* get_device = real_dlsym()(lib, "cudaGetDevice")) real_cudaGetDevice.adopt(get_device);
+  dlclose(lib);
+}
+}  // namespace
+
+void* wrap_runtime_function(const char* name, void* real_fn) {
+  for (const RuntimeEntry& e : kRuntimeEntries) {
+    if (std::strcmp(e.name, name) != 0) continue;
+    if (real_fn == e.wrapper) return real_fn;
+    if (!e.adopt(real_fn)) return real_fn;  // another runtime is already the one we forward to
+    adopt_get_device_beside(real_fn);
+    return e.wrapper;
+  }
+  return real_fn;
+}
+
+}  // namespace gpumemshim::shim

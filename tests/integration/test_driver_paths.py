@@ -1,7 +1,9 @@
 """Issue 3: every allocation path is seen exactly once — driver API through cuGetProcAddress (the
 static cudart's way), VMM through cudaGetDriverEntryPointByVersion (expandable segments), -lcuda
 symbol binding, runtime calls that reach the driver, exec and fork."""
-from conftest import STATIC_LIKE, VMM, frame_at, site_line
+import sys
+
+from conftest import FAKECUDA, SOURCES, STATIC_LIKE, VMM, frame_at, site_line
 
 MIB = 1 << 20
 
@@ -74,3 +76,14 @@ def test_exec_keeps_tracing_in_a_trace_of_its_own(run):
     sites = {leak["bytes"]: leak for leak in report["leaks"]}
     assert set(sites) == {MIB, 9000}
     frame_at(sites[MIB], "vmm_scenarios.cpp", site_line("before exec", "vmm_scenarios.cpp"))
+
+
+def test_runtime_loaded_privately_by_ctypes_is_recorded(run):
+    script = SOURCES / "ctypes_local.py"
+    r = run.program([sys.executable, script, FAKECUDA / "libcudart.so.13"])
+    assert r.returncode == 0 and r.stdout == "done\n", r.stderr
+    [trace] = run.traces()
+    report = run.report(trace)
+    assert report["summary"]["allocations"] == 5 and report["summary"]["frees"] == 4
+    [leak] = report["leaks"]
+    assert (leak["bytes"], leak["count"], leak["api"]) == (3 * MIB, 1, "cudaMalloc")
