@@ -48,9 +48,13 @@ dlsym:
     .size dlsym, .-dlsym
 )");
 
+// Sanitizer runtimes call dlsym while they initialise, before any instrumented code may run: the
+// dlsym path is never instrumented.
+#define GPUMEMSHIM_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
+
 namespace gpumemshim::shim {
 
-DlsymFn real_dlsym() {
+GPUMEMSHIM_NO_SANITIZE DlsymFn real_dlsym() {
   void* p = __atomic_load_n(&gpumemshim_real_dlsym_ptr, __ATOMIC_ACQUIRE);
   if (!p) {
     p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
@@ -146,8 +150,8 @@ void* real_driver_function(const char* name, std::atomic<void*>& slot) {
 
 }  // namespace gpumemshim::shim
 
-extern "C" __attribute__((visibility("hidden"))) void* gpumemshim_dlsym_impl(void* handle,
-                                                                             const char* name) {
+extern "C" __attribute__((visibility("hidden"))) GPUMEMSHIM_NO_SANITIZE void* gpumemshim_dlsym_impl(
+    void* handle, const char* name) {
   DlsymFn real = real_dlsym();
   if (!real) return nullptr;
   void* p = real(handle, name);
