@@ -1,6 +1,16 @@
 #!/usr/bin/env bash
-# Builds and runs the whole test suite (unit, fake-CUDA integration) with CTest.
+# Builds and runs the whole test suite with CTest: the Release build, then the same tests in the
+# AddressSanitizer+UBSan and ThreadSanitizer builds (the shim runs inside other people's processes).
+# GPUMEMSHIM_SANITIZERS=0 skips the sanitizer builds for a quick local run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/build.sh
 ctest --test-dir build --output-on-failure -j2
+if [ "${GPUMEMSHIM_SANITIZERS:-1}" != 0 ]; then
+  for preset in asan tsan; do
+    echo "== $preset build"
+    [ -f "build-$preset/CMakeCache.txt" ] || cmake --preset "$preset" >/dev/null
+    cmake --build "build-$preset"
+    ctest --test-dir "build-$preset" --output-on-failure -j2
+  done
+fi
