@@ -10,6 +10,11 @@ void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<Si
 
 namespace {
 
+// Max-heap order of kept markers: the latest (then the last in the file) on top.
+bool marker_before(const MarkerEvent& a, const MarkerEvent& b) {
+  return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.seq < b.seq;
+}
+
 void add(Summary& total, const Summary& s) {
   total.allocations += s.allocations;
   total.frees += s.frees;
@@ -23,6 +28,7 @@ void add(Summary& total, const Summary& s) {
   total.suppressed_allocations += s.suppressed_allocations;
   total.markers += s.markers;
   total.steps += s.steps;
+  total.ranges += s.ranges;
   for (size_t k = 0; k < total.by_kind.size(); ++k) {
     total.by_kind[k].allocations += s.by_kind[k].allocations;
     total.by_kind[k].frees += s.by_kind[k].frees;
@@ -33,6 +39,28 @@ void add(Summary& total, const Summary& s) {
 }
 
 }  // namespace
+
+void MarkerLog::add(const format::MarkerRecord& r) {
+  uint64_t seq = total_++;
+  if (r.kind == format::MarkerKind::kRangePush) ++range_pushes_;
+  if (kept_.size() < kKeep) {
+    kept_.push_back(MarkerEvent{r.time_ns, r.thread_id, r.kind, std::string(r.name), seq});
+    if (kept_.size() == kKeep) std::make_heap(kept_.begin(), kept_.end(), marker_before);
+    return;
+  }
+  // Full: keep it only if it is earlier than the latest kept one (seq is larger than every kept
+  // one, so a time tie loses).
+  if (r.time_ns >= kept_.front().time_ns) return;
+  std::pop_heap(kept_.begin(), kept_.end(), marker_before);
+  kept_.back() = MarkerEvent{r.time_ns, r.thread_id, r.kind, std::string(r.name), seq};
+  std::push_heap(kept_.begin(), kept_.end(), marker_before);
+}
+
+std::vector<MarkerEvent> MarkerLog::sorted() const {
+  std::vector<MarkerEvent> out = kept_;
+  std::sort(out.begin(), out.end(), marker_before);
+  return out;
+}
 
 ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& options,
                             Suppressions* suppressions) {
@@ -47,6 +75,9 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   p.truncated_at = trace.truncated_at;
   p.clean_exit = trace.clean_exit;
   p.duration_s = trace.duration_s();
+  p.summary.ranges = trace.markers.range_pushes();
+  p.markers = trace.markers.sorted();
+  p.markers_dropped = trace.markers.dropped();
 
   StackView stacks(trace, options.max_frames);
   group_survivors(trace, stacks, p.leaks, p.address_space);

@@ -98,6 +98,7 @@ LoadedTrace load_trace(const std::string& path) {
   t.stats.version_minor = reader.version().minor;
 
   std::vector<uint64_t> frames;
+  std::vector<fmtr::PyFrameRef> py_frames;
   EventQueue events;
   fmtr::RawRecord raw;
   for (;;) {
@@ -145,6 +146,20 @@ LoadedTrace load_trace(const std::string& path) {
         t.stacks.try_emplace(r.id, frames.begin(), frames.end());
         break;
       }
+      case RecordType::kPyStack: {
+        fmtr::PyStackRecord r;
+        if (!fmtr::decode(raw, r, py_frames)) malformed(path, raw);
+        t.py_stacks.try_emplace(r.stack_id, py_frames.begin(), py_frames.end());
+        break;
+      }
+      case RecordType::kPyCode: {
+        auto r = decode_or_throw<fmtr::PyCodeRecord>(path, raw);
+        check_text(path, raw, {r.filename, r.name});
+        t.py_codes.try_emplace(r.code_id, PyCodeInfo{std::string(r.filename), std::string(r.name),
+                                                     std::string(r.line_table), r.first_line,
+                                                     r.python_minor});
+        break;
+      }
       case RecordType::kModule: {
         auto r = decode_or_throw<fmtr::ModuleRecord>(path, raw);
         check_text(path, raw, {r.path});
@@ -167,6 +182,7 @@ LoadedTrace load_trace(const std::string& path) {
         auto r = decode_or_throw<fmtr::MarkerRecord>(path, raw);
         check_text(path, raw, {r.name});
         events.push(r);
+        t.markers.add(r);
         break;
       }
       case RecordType::kDevice: {

@@ -61,6 +61,7 @@ json summary_json(const Summary& s) {
           {"suppressed_allocations", s.suppressed_allocations},
           {"markers", s.markers},
           {"steps", s.steps},
+          {"ranges", s.ranges},
           {"by_kind", by_kind_json(s.by_kind)}};
 }
 
@@ -109,6 +110,30 @@ json process_json(const ProcessReport& p) {
           {"attributes", attributes}};
 }
 
+// Every process's markers (each in time order, times relative to its own start), at most
+// kMaxReportMarkers in all.
+constexpr size_t kMaxReportMarkers = 10000;
+
+json markers_json(const Report& report, bool& truncated) {
+  json a = json::array();
+  truncated = false;
+  for (const ProcessReport& p : report.processes) {
+    if (p.markers_dropped) truncated = true;
+    for (const MarkerEvent& m : p.markers) {
+      if (a.size() == kMaxReportMarkers) {
+        truncated = true;
+        return a;
+      }
+      a.push_back({{"time_s", static_cast<double>(m.time_ns) / 1e9},
+                   {"kind", std::string(format::marker_kind_name(m.kind))},
+                   {"name", m.name},
+                   {"pid", p.info.pid},
+                   {"thread", m.thread_id}});
+    }
+  }
+  return a;
+}
+
 }  // namespace
 
 json report_json(const Report& report) {
@@ -151,6 +176,9 @@ json report_json(const Report& report) {
               {"growth", json::array()},
               {"fragmentation", json::object()},
               {"recommendations", json::array()}};
+  bool markers_truncated = false;
+  out["markers"] = markers_json(report, markers_truncated);
+  if (markers_truncated) out["markers_truncated"] = true;
   if (!report.suppressions_used.empty()) {
     json s = json::array();
     for (const Suppression& e : report.suppressions_used)

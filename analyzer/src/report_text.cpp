@@ -84,6 +84,8 @@ std::string report_text(const Report& report) {
     if (p.info.rank >= 0 || !p.info.host.empty())
       out += fmt::format("   host {}, rank {}, ppid {}\n", p.info.host, p.info.rank, p.info.ppid);
     summary_text(out, p.summary, "   ");
+    out += fmt::format("   markers: {} (steps: {}, ranges: {})\n", p.summary.markers, p.summary.steps,
+                       p.summary.ranges);
     out += "\n";
     for (const SiteGroup& g : p.leaks) group_text(out, g, g.suppressed ? "SUPPRESSED LEAK" : "LEAK");
     for (const Failure& f : p.failures) {

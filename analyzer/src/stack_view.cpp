@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "gpumemshim/analyzer/python_lines.h"
+
 namespace gpumemshim::analyzer {
 
 namespace {
@@ -36,6 +38,83 @@ bool is_cuda_internal(const Frame& f) {
   return api_like("cuda") || api_like("cu");
 }
 
+bool is_python_internal(const Frame& f) {
+  std::string_view module = base_name(f.module);
+  if (module.starts_with("libpython") || module.starts_with("python") ||
+      module.starts_with("_ctypes") || module.starts_with("libffi"))
+    return true;
+  std::string_view fn = f.function;
+  return fn.starts_with("_Py") || fn.starts_with("Py") || fn.starts_with("ffi_") ||
+         fn.starts_with("_ctypes_") || fn.starts_with("_call_function_pointer") ||
+         fn.starts_with("PyCFuncPtr_") || fn.starts_with("cfunction_") ||
+         fn.starts_with("method_vectorcall") || fn.starts_with("pymain_");
+}
+
+bool is_python_eval(const Frame& f) { return f.function == "_PyEval_EvalFrameDefault"; }
+
+namespace {
+// One Python frame, named from its PyCode record (unknown code ids keep what is known: nothing).
+Frame python_frame(const LoadedTrace& trace, const format::PyFrameRef& ref) {
+  Frame f;
+  f.python = true;
+  auto it = trace.py_codes.find(ref.code_id);
+  if (it == trace.py_codes.end()) {
+    f.function = "?";
+    return f;
+  }
+  const PyCodeInfo& code = it->second;
+  f.function = code.name;
+  f.file = code.filename;
+  int64_t line = line_for_offset(code.line_table, static_cast<int64_t>(code.first_line),
+                                 ref.instr_offset);
+  f.line = static_cast<uint32_t>(line > 0 ? line : static_cast<int64_t>(code.first_line));
+  return f;
+}
+
+// Native frames (one inner vector per pc, inlined frames first) merged with Python frames: each
+// _PyEval_EvalFrameDefault pc is replaced by the Python frames of one eval loop invocation
+// (innermost first; an invocation ends at a frame with the entry flag), interpreter/libffi/ctypes
+// frames are dropped. Python frames left over (a truncated native stack) go at the end; with no
+// eval frame symbolized at all, the Python frames follow the native frames above the interpreter.
+std::vector<Frame> merge_python(const LoadedTrace& trace, std::vector<std::vector<Frame>>& native,
+                                const std::vector<format::PyFrameRef>& py) {
+  std::vector<std::vector<Frame>> groups(1);
+  for (const format::PyFrameRef& ref : py) {
+    groups.back().push_back(python_frame(trace, ref));
+    if (ref.flags & format::kPyFrameEntry) groups.emplace_back();
+  }
+  if (groups.back().empty()) groups.pop_back();
+  auto is_eval_pc = [](const std::vector<Frame>& fs) {
+    for (const Frame& f : fs) if (is_python_eval(f)) return true;
+    return false;
+  };
+  bool any_eval = false;
+  for (const auto& fs : native) any_eval = any_eval || is_eval_pc(fs);
+  std::vector<Frame> out;
+  size_t next = 0;
+  bool inserted = false;
+  for (auto& fs : native) {
+    if (is_eval_pc(fs)) {
+      if (next < groups.size())
+        for (Frame& f : groups[next++]) out.push_back(std::move(f));
+      inserted = true;
+      continue;
+    }
+    bool internal = !fs.empty() && is_python_internal(fs.back());
+    if (!any_eval && internal && !inserted) {  // no eval symbol: Python frames go here, once
+      for (; next < groups.size(); ++next)
+        for (Frame& f : groups[next]) out.push_back(std::move(f));
+      inserted = true;
+    }
+    if (internal) continue;
+    for (Frame& f : fs) out.push_back(std::move(f));
+  }
+  for (; next < groups.size(); ++next)
+    for (Frame& f : groups[next]) out.push_back(std::move(f));
+  return out;
+}
+}  // namespace
+
 StackView::StackView(const LoadedTrace& trace, size_t max_frames)
     : trace_(trace), max_frames_(max_frames) {
   for (const ModuleInfo& m : trace.modules) symbolizer_.add_module(m);
@@ -48,6 +127,37 @@ const std::vector<Frame>& StackView::frames(uint64_t stack_id) {
   auto it = trace_.stacks.find(stack_id);
   if (stack_id == 0 || it == trace_.stacks.end()) return out;
   const std::vector<uint64_t>& pcs = it->second;
+  auto py = trace_.py_stacks.find(stack_id);
+  if (py != trace_.py_stacks.end() && !py->second.empty()) {
+    std::vector<std::vector<Frame>> native;
+    bool skipping = true;
+    for (size_t i = 0; i < pcs.size(); ++i) {
+      const ModuleInfo* m = symbolizer_.module_for(pcs[i]);
+      if (skipping && m != nullptr && is_shim_module(m->path)) continue;
+      skipping = false;
+      std::vector<SourceFrame> sf = symbolizer_.symbolize(pcs[i], /*is_return_address=*/i > 0);
+      if (sf.empty()) sf.push_back(SourceFrame{{}, {}, 0, m ? m->path : std::string(), pcs[i], false});
+      auto& fs = native.emplace_back();
+      for (SourceFrame& s : sf) {
+        Frame f;
+        f.function = std::move(s.function);
+        f.file = std::move(s.file);
+        f.line = s.line;
+        f.module = s.module.empty() && m ? m->path : std::move(s.module);
+        f.pc = pcs[i];
+        f.module_offset = m ? pcs[i] - m->load_bias : 0;
+        f.inlined = s.inlined;
+        fs.push_back(std::move(f));
+      }
+    }
+    out = merge_python(trace_, native, py->second);
+    size_t first_user = 0;
+    while (first_user < out.size() && !out[first_user].python && is_cuda_internal(out[first_user]))
+      ++first_user;
+    if (first_user < out.size()) out.erase(out.begin(), out.begin() + static_cast<long>(first_user));
+    if (out.size() > max_frames_) out.resize(max_frames_);
+    return out;
+  }
   bool dropping = true;
   for (size_t i = 0; i < pcs.size() && out.size() < max_frames_; ++i) {
     const ModuleInfo* m = symbolizer_.module_for(pcs[i]);

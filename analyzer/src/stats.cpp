@@ -18,6 +18,8 @@ const char* type_name(uint8_t t) {
     case format::RecordType::kDevice: return "device";
     case format::RecordType::kAttribute: return "attribute";
     case format::RecordType::kEnd: return "end";
+    case format::RecordType::kPyCode: return "python code";
+    case format::RecordType::kPyStack: return "python stack";
   }
   return nullptr;
 }

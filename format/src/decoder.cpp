@@ -199,4 +199,26 @@ bool decode(const RawRecord& raw, EndRecord& o) {
   return !r.failed();
 }
 
+bool decode(const RawRecord& raw, PyCodeRecord& o) {
+  auto r = reader(raw);
+  o.code_id = r.varint(); o.first_line = r.varint();
+  o.filename = r.bytes(); o.name = r.bytes(); o.line_table = r.bytes();
+  o.python_minor = r.u8();
+  return !r.failed();
+}
+
+bool decode(const RawRecord& raw, PyStackRecord& o, std::vector<PyFrameRef>& frames) {
+  auto r = reader(raw);
+  o.stack_id = r.varint();
+  uint64_t n = r.varint();
+  if (r.failed() || n > r.remaining() / 3) return false;  // every frame takes at least 3 bytes
+  frames.resize(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    frames[i].code_id = r.varint(); frames[i].instr_offset = r.varint(); frames[i].flags = r.u8();
+  }
+  o.frame_count = static_cast<uint32_t>(n);
+  o.frames = frames.data();
+  return !r.failed();
+}
+
 }  // namespace gpumemshim::format

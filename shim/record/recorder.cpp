@@ -14,6 +14,7 @@
 #include "../config.h"
 #include "../log.h"
 #include "../stack/native_stack.h"
+#include "../stack/python_stack.h"
 #include "clock.h"
 #include "gpumemshim/format/encoder.h"
 #include "thread_state.h"
@@ -97,7 +98,10 @@ void fork_child() {
     s->ring.reset_after_fork();
     if (s != t_state) s->dead.store(true);
   }
-  if (t_state) t_state->stacks.clear();  // the child's file has none of them yet
+  if (t_state) {  // the child's file has none of them yet
+    t_state->stacks.clear();
+    t_state->py_codes.clear();
+  }
   g_file.forget_after_fork();
   g_flusher_running.store(false);
   if (g_status.load() != kOff) g_status.store(kUninit);
@@ -158,6 +162,7 @@ ThreadState* claim_state() {
     bool dead = true;
     if (s && s->dead.load() && s->dead.compare_exchange_strong(dead, false)) {
       s->stacks.clear();
+      s->py_codes.clear();
       return s;
     }
   }
@@ -206,13 +211,38 @@ inline void emit(ThreadState* s, const Record& r) {
   commit(s, fmtrec::encode(s->scratch, sizeof s->scratch, r));
 }
 
-// Captures this thread's native stack and writes its definition the first time it is seen.
+// Writes the PyCode records of a new Python stack's code objects this thread has not described.
+void emit_python_codes(ThreadState* s, uint32_t n) {
+  char filename[1024], name[1024];
+  for (uint32_t i = 0; i < n; ++i) {
+    uint64_t code_id = s->py_frames[i].code_id;
+    if (s->py_codes.seen_or_insert(code_id)) continue;
+    fmtrec::PyCodeRecord code;
+    describe_python_code(s->py_code_objects[i], code_id, code, filename, name, sizeof filename);
+    size_t bytes = fmtrec::encode(s->scratch, sizeof s->scratch, code);
+    if (bytes == 0) {  // a huge line table: lines then fall back to the first line
+      code.line_table = {};
+      bytes = fmtrec::encode(s->scratch, sizeof s->scratch, code);
+    }
+    commit(s, bytes);
+  }
+}
+
+// Captures this thread's native stack (and its Python frames, if it runs Python) and writes their
+// definitions the first time this thread sees them. The id covers both.
 inline uint64_t current_stack(ThreadState* s) {
-  if (!g_config.native_stacks) return 0;
-  uint32_t n = capture_native_stack(s->frames, g_config.depth);
-  if (n == 0) return 0;
+  uint32_t n = g_config.native_stacks ? capture_native_stack(s->frames, g_config.depth) : 0;
+  uint32_t py = g_config.python_stacks
+                    ? capture_python_stack(s->py_frames, s->py_code_objects, kMaxPythonFrames)
+                    : 0;
+  if (n == 0 && py == 0) return 0;
   uint64_t id = StackInterner::hash(s->frames, n);
-  if (!s->stacks.seen_or_insert(id)) emit(s, fmtrec::StackRecord{id, n, s->frames});
+  if (py) id = hash_python_frames(id, s->py_frames, py);
+  if (!s->stacks.seen_or_insert(id)) {
+    if (py) emit_python_codes(s, py);
+    emit(s, fmtrec::StackRecord{id, n, s->frames});
+    if (py) emit(s, fmtrec::PyStackRecord{id, py, s->py_frames});
+  }
   return id;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "../config.h"
+#include "../stack/python_stack.h"
 #include "../stack/stack_interner.h"
 #include "ring.h"
 
@@ -16,8 +17,11 @@ struct ThreadState {
   bool registered = false;        // false: no slot was free, drain after every record
   uint64_t thread_id = 0;
   StackInterner stacks;
+  StackInterner py_codes;  // Python code ids whose PyCode record this thread wrote
   uint64_t frames[kMaxDepth];
-  uint8_t scratch[8192];
+  format::PyFrameRef py_frames[kMaxPythonFrames];
+  uintptr_t py_code_objects[kMaxPythonFrames];
+  uint8_t scratch[64 * 1024];  // one encoded record (a PyCode record carries a line table)
 };
 
 }  // namespace gpumemshim::shim

@@ -14,6 +14,7 @@ FAKECUDA = BUILD / "tests" / "fakecuda"
 SCENARIOS = BUILD / "tests" / "integration" / "cuda_scenarios"
 STATIC_LIKE = BUILD / "tests" / "integration" / "static_cudart_like"
 VMM = BUILD / "tests" / "integration" / "vmm_scenarios"
+NVTX_APP = BUILD / "tests" / "integration" / "nvtx_app"
 SOURCES = pathlib.Path(__file__).parent / "apps"
 
 

@@ -178,3 +178,43 @@ TEST(FormatReader, BadHeaders) {
   minor.header_version(gf::kVersionMajor, 7);
   EXPECT_EQ(gf::RecordReader(span_of(minor)).read_header(), "");
 }
+
+TEST(FormatRoundTrip, PyCodeAndPyStack) {
+  std::string table("\x80\x00\xd8\x04\x05\x00", 6);
+  gf::PyCodeRecord code{0x1234567890abcdefull, 42, "/app/train.py", "Model.forward", table, 12};
+  std::vector<gf::PyFrameRef> frames = {{0x1234567890abcdefull, 17, 0}, {7, 0, gf::kPyFrameEntry},
+                                        {0xffffffffffffffffull, 100000, 1}};
+  gf::PyStackRecord stack{0xfeedull, static_cast<uint32_t>(frames.size()), frames.data()};
+  TraceBuilder t;
+  t.add(code);
+  t.add(stack);
+  gf::RecordReader reader(span_of(t));
+  ASSERT_EQ(reader.read_header(), "");
+  gf::RawRecord raw;
+  ASSERT_EQ(reader.next(raw), gf::ReadStatus::kRecord);
+  ASSERT_EQ(raw.type, gf::RecordType::kPyCode);
+  gf::PyCodeRecord c;
+  ASSERT_TRUE(gf::decode(raw, c));
+  EXPECT_EQ(c.code_id, code.code_id); EXPECT_EQ(c.first_line, 42u);
+  EXPECT_EQ(c.filename, code.filename); EXPECT_EQ(c.name, code.name);
+  EXPECT_EQ(c.line_table, table); EXPECT_EQ(c.python_minor, 12);
+  ASSERT_EQ(reader.next(raw), gf::ReadStatus::kRecord);
+  ASSERT_EQ(raw.type, gf::RecordType::kPyStack);
+  gf::PyStackRecord s;
+  std::vector<gf::PyFrameRef> out;
+  ASSERT_TRUE(gf::decode(raw, s, out));
+  EXPECT_EQ(s.stack_id, 0xfeedull);
+  ASSERT_EQ(out.size(), frames.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].code_id, frames[i].code_id);
+    EXPECT_EQ(out[i].instr_offset, frames[i].instr_offset);
+    EXPECT_EQ(out[i].flags, frames[i].flags);
+  }
+  EXPECT_EQ(reader.next(raw), gf::ReadStatus::kEnd);
+  // A frame count larger than the payload can hold is malformed, not a huge allocation.
+  gf::RawRecord bad = raw;
+  uint8_t payload[] = {0x01, 0xff, 0xff, 0x03};
+  bad.payload = payload;
+  bad.size = sizeof payload;
+  EXPECT_FALSE(gf::decode(bad, s, out));
+}

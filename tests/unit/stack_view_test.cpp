@@ -41,3 +41,46 @@ TEST(CudaInternalFrames, UserFramesAreKept) {
 
 }  // namespace
 }  // namespace gpumemshim::analyzer
+
+TEST(PythonFrames, InterpreterFramesAreRecognised) {
+  using gpumemshim::analyzer::Frame;
+  using gpumemshim::analyzer::is_python_eval;
+  using gpumemshim::analyzer::is_python_internal;
+  Frame eval;
+  eval.function = "_PyEval_EvalFrameDefault";
+  eval.module = "/usr/lib/libpython3.12.so.1.0";
+  EXPECT_TRUE(is_python_eval(eval));
+  EXPECT_TRUE(is_python_internal(eval));
+  Frame ffi;
+  ffi.function = "ffi_call_unix64";
+  ffi.module = "/usr/lib/x86_64-linux-gnu/libffi.so.8";
+  EXPECT_TRUE(is_python_internal(ffi));
+  Frame user;
+  user.function = "c10::cuda::CUDACachingAllocator::malloc";
+  user.module = "/opt/torch/lib/libc10_cuda.so";
+  EXPECT_FALSE(is_python_internal(user));
+  EXPECT_FALSE(is_python_eval(user));
+}
+
+// With no module known (nothing symbolizes), the Python frames still come out, named and with
+// lines from their PyCode records, innermost first.
+TEST(PythonFrames, PythonStackWithoutSymbolsIsNamedFromPyCode) {
+  namespace gf = gpumemshim::format;
+  gpumemshim::analyzer::LoadedTrace t;
+  t.stacks[7] = {0x1000, 0x2000};
+  // co_linetable of `def f():\n    return g()` at line 10: RESUME (line 10), then line 11.
+  t.py_codes[1] = {"/app/a.py", "f", std::string("\x80\x00\xd8\x0b\x0c", 5), 10, 11};
+  t.py_codes[2] = {"/app/a.py", "<module>", "", 1, 11};
+  t.py_stacks[7] = {gf::PyFrameRef{1, 1, 0}, gf::PyFrameRef{2, 0, gf::kPyFrameEntry}};
+  gpumemshim::analyzer::StackView view(t);
+  const auto& frames = view.frames(7);
+  ASSERT_GE(frames.size(), 2u);
+  size_t first = 0;
+  while (first < frames.size() && !frames[first].python) ++first;
+  ASSERT_LE(first + 2, frames.size());
+  EXPECT_EQ(frames[first].function, "f");
+  EXPECT_EQ(frames[first].file, "/app/a.py");
+  EXPECT_EQ(frames[first].line, 11u);
+  EXPECT_EQ(frames[first + 1].function, "<module>");
+  EXPECT_EQ(frames[first + 1].line, 1u);
+}

@@ -47,6 +47,8 @@ struct ProcessReport {
   std::vector<SiteGroup> leaks;          // bytes descending; suppressed ones included (flagged)
   std::vector<SiteGroup> address_space;  // unreleased mappings / reservations
   std::vector<Failure> failures;         // in time order
+  std::vector<MarkerEvent> markers;      // in time order; the earliest MarkerLog::kKeep
+  uint64_t markers_dropped = 0;          // markers not kept (beyond MarkerLog::kKeep)
 };
 
 struct Report {

@@ -9,15 +9,28 @@
 
 namespace gpumemshim::analyzer {
 
+// A Python code object (PyCode record): enough to name a frame and find its line.
+struct PyCodeInfo {
+  std::string filename;
+  std::string name;        // qualified name
+  std::string line_table;  // raw co_linetable
+  uint64_t first_line = 0;
+  uint8_t python_minor = 0;
+};
+
 struct LoadedTrace {
   std::string path;
   ProcessInfo process;
   std::vector<DeviceInfo> devices;
   std::vector<ModuleInfo> modules;  // in trace order (re-emitted after dlopen)
   std::unordered_map<uint64_t, std::vector<uint64_t>> stacks;  // id -> pcs, innermost first
+  // Python frames of a stack id (PyStack records), innermost first; code ids key py_codes.
+  std::unordered_map<uint64_t, std::vector<format::PyFrameRef>> py_stacks;
+  std::unordered_map<uint64_t, PyCodeInfo> py_codes;
   std::vector<std::pair<std::string, std::string>> attributes;
   TraceStats stats;
   Replay replay;
+  MarkerLog markers;
   bool truncated = false;   // the file ends inside a record: read up to there
   uint64_t truncated_at = 0;
   bool clean_exit = false;  // an End record was read

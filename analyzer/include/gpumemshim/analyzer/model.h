@@ -72,7 +72,35 @@ struct Summary {
   uint64_t suppressed_allocations = 0;
   uint64_t markers = 0;
   uint64_t steps = 0;
+  uint64_t ranges = 0;  // range pushes (NVTX ranges, expect_no_leak regions)
   ByKind by_kind{};
+};
+
+// One marker record, as the report lists it.
+struct MarkerEvent {
+  uint64_t time_ns = 0;
+  uint64_t thread_id = 0;
+  format::MarkerKind kind = format::MarkerKind::kMark;
+  std::string name;
+  uint64_t seq = 0;  // position among the trace's markers (file order): breaks time ties
+};
+
+// The markers of one trace: every one counted, the earliest kKeep (by time) kept, so memory stays
+// bounded however many markers a long run writes.
+class MarkerLog {
+ public:
+  static constexpr size_t kKeep = 10000;
+  void add(const format::MarkerRecord& r);
+  // The kept markers in time order (ties: file order).
+  std::vector<MarkerEvent> sorted() const;
+  uint64_t total() const { return total_; }
+  uint64_t range_pushes() const { return range_pushes_; }
+  uint64_t dropped() const { return total_ - kept_.size(); }
+
+ private:
+  std::vector<MarkerEvent> kept_;  // a max-heap by (time, seq) once kKeep are kept
+  uint64_t total_ = 0;
+  uint64_t range_pushes_ = 0;
 };
 
 // True for kinds that are memory (leakable); false for address-space kinds.

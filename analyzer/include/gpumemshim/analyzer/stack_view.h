@@ -37,4 +37,12 @@ bool is_shim_module(const std::string& path);
 // cudaMalloc<T> templates of cuda_runtime.h): dropped above the caller's first frame.
 bool is_cuda_internal(const Frame& frame);
 
+// True for native frames of the Python interpreter, libffi and _ctypes: dropped when the stack has
+// Python frames (those say the same thing at the Python level).
+bool is_python_internal(const Frame& frame);
+
+// True for the native frame of one CPython evaluation loop invocation (_PyEval_EvalFrameDefault),
+// which a stack's Python frames of that invocation replace.
+bool is_python_eval(const Frame& frame);
+
 }  // namespace gpumemshim::analyzer

@@ -73,5 +73,7 @@ bool decode(const RawRecord& r, MarkerRecord& out);
 bool decode(const RawRecord& r, DeviceRecord& out);
 bool decode(const RawRecord& r, AttributeRecord& out);
 bool decode(const RawRecord& r, EndRecord& out);
+bool decode(const RawRecord& r, PyCodeRecord& out);
+bool decode(const RawRecord& r, PyStackRecord& out, std::vector<PyFrameRef>& frames);
 
 }  // namespace gpumemshim::format

@@ -160,4 +160,21 @@ inline size_t encode(uint8_t* out, size_t cap, const EndRecord& r) {
   return detail::frame(out, cap, RecordType::kEnd, [&](ByteWriter& w) { w.varint(r.time_ns); });
 }
 
+inline size_t encode(uint8_t* out, size_t cap, const PyCodeRecord& r) {
+  return detail::frame(out, cap, RecordType::kPyCode, [&](ByteWriter& w) {
+    w.varint(r.code_id); w.varint(r.first_line);
+    w.bytes(r.filename); w.bytes(r.name); w.bytes(r.line_table);
+    w.u8(r.python_minor);
+  });
+}
+
+inline size_t encode(uint8_t* out, size_t cap, const PyStackRecord& r) {
+  return detail::frame(out, cap, RecordType::kPyStack, [&](ByteWriter& w) {
+    w.varint(r.stack_id); w.varint(r.frame_count);
+    for (uint32_t i = 0; i < r.frame_count; ++i) {
+      w.varint(r.frames[i].code_id); w.varint(r.frames[i].instr_offset); w.u8(r.frames[i].flags);
+    }
+  });
+}
+
 }  // namespace gpumemshim::format

@@ -23,6 +23,8 @@ enum class RecordType : uint8_t {
   kDevice = 9,
   kAttribute = 10,
   kEnd = 11,
+  kPyCode = 12,
+  kPyStack = 13,
 };
 
 // Which API call made the event. Values are part of the format: append only.
@@ -165,6 +167,34 @@ struct AttributeRecord {
 
 struct EndRecord {
   uint64_t time_ns = 0;
+};
+
+// A Python code object, written by a thread the first time one of its stacks uses it. code_id is
+// a hash of the object's address and identity fields (see docs/trace-format.md): a code object
+// that dies and whose address is reused by another gets another id.
+struct PyCodeRecord {
+  uint64_t code_id = 0;
+  uint64_t first_line = 0;        // co_firstlineno
+  std::string_view filename;      // co_filename, UTF-8 ("?" when unreadable)
+  std::string_view name;          // co_qualname (co_name if unreadable)
+  std::string_view line_table;    // co_linetable, raw (PEP 657 location table); may be empty
+  uint8_t python_minor = 0;       // 3.x that wrote it (the table's format)
+};
+
+// One Python frame of a PyStack record.
+inline constexpr uint8_t kPyFrameEntry = 1;  // flags bit 0: the outermost frame of one evaluation
+                                             // loop invocation (_PyEval_EvalFrameDefault)
+struct PyFrameRef {
+  uint64_t code_id = 0;
+  uint64_t instr_offset = 0;  // code units from the first instruction
+  uint8_t flags = 0;
+};
+
+// The Python frames that go with the native Stack record of the same id, innermost first.
+struct PyStackRecord {
+  uint64_t stack_id = 0;
+  uint32_t frame_count = 0;
+  const PyFrameRef* frames = nullptr;  // encoder input
 };
 
 std::string_view api_name(Api api);

@@ -1,0 +1,62 @@
+#include "marker_api.h"
+
+#include <cstring>
+
+#include "../record/recorder.h"
+
+namespace gpumemshim::shim {
+namespace {
+
+constexpr char kRegionPrefix[] = "expect_no_leak:";
+constexpr size_t kMaxName = 1024;  // longer names are cut: a record must fit the thread's scratch
+
+// "expect_no_leak:<name>" into `buf` (sizeof kRegionPrefix + kMaxName bytes).
+const char* region_name(const char* name, char* buf) {
+  constexpr size_t prefix = sizeof kRegionPrefix - 1;
+  std::memcpy(buf, kRegionPrefix, prefix);
+  size_t n = name ? strnlen(name, kMaxName) : 0;
+  if (n) std::memcpy(buf + prefix, name, n);
+  buf[prefix + n] = '\0';
+  return buf;
+}
+
+const char* cut(const char* name, char* buf) {
+  if (!name) return "";
+  size_t n = strnlen(name, kMaxName + 1);
+  if (n <= kMaxName) return name;
+  std::memcpy(buf, name, kMaxName);
+  buf[kMaxName] = '\0';
+  return buf;
+}
+
+}  // namespace
+}  // namespace gpumemshim::shim
+
+using gpumemshim::format::MarkerKind;
+namespace shim = gpumemshim::shim;
+
+GPUMEMSHIM_API void gpumemshim_mark(const char* name) {
+  if (shim::recording_off()) return;
+  char buf[shim::kMaxName + 1];
+  shim::record_marker(MarkerKind::kMark, shim::cut(name, buf));
+}
+
+GPUMEMSHIM_API void gpumemshim_step(const char* name) {
+  if (shim::recording_off()) return;
+  char buf[shim::kMaxName + 1];
+  shim::record_marker(MarkerKind::kStep, shim::cut(name, buf));
+}
+
+GPUMEMSHIM_API void gpumemshim_region_begin(const char* name) {
+  if (shim::recording_off()) return;
+  char buf[sizeof shim::kRegionPrefix + shim::kMaxName];
+  shim::record_marker(MarkerKind::kRangePush, shim::region_name(name, buf));
+}
+
+GPUMEMSHIM_API void gpumemshim_region_end(const char* name) {
+  if (shim::recording_off()) return;
+  char buf[sizeof shim::kRegionPrefix + shim::kMaxName];
+  shim::record_marker(MarkerKind::kRangePop, shim::region_name(name, buf));
+}
+
+GPUMEMSHIM_API int gpumemshim_active(void) { return shim::recording_off() ? 0 : 1; }

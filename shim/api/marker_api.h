@@ -1,0 +1,17 @@
+// The shim's C API for step markers (DESIGN.md §6), exported with C linkage so that the Python
+// package (python/gpumemshim) finds it with ctypes in the global scope of a preloaded process,
+// and C/C++ programs with dlsym(RTLD_DEFAULT, ...). Every function is safe to call from any
+// thread, never allocates and never fails; with recording off it does nothing.
+#pragma once
+
+#define GPUMEMSHIM_API extern "C" __attribute__((visibility("default")))
+
+// A point event (MarkerKind::kMark).
+GPUMEMSHIM_API void gpumemshim_mark(const char* name);
+// A training-step boundary (MarkerKind::kStep); `name` may be NULL.
+GPUMEMSHIM_API void gpumemshim_step(const char* name);
+// An expect_no_leak region: a range push / pop named "expect_no_leak:<name>" (`name` may be NULL).
+GPUMEMSHIM_API void gpumemshim_region_begin(const char* name);
+GPUMEMSHIM_API void gpumemshim_region_end(const char* name);
+// 1 while the shim records (not disabled, trace writable so far), else 0.
+GPUMEMSHIM_API int gpumemshim_active(void);

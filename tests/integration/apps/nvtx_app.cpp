@@ -1,0 +1,50 @@
+// A CUDA program annotated with header-only NVTX v3, as PyTorch ≥ 2.5 and most CUDA code are: NVTX
+// loads the library named by NVTX_INJECTION64_PATH at the first call. Under the shim that is the
+// shim itself, which records the ranges and marks as Marker records.
+//   nvtx_app [iterations]   each: push "forward", cudaMalloc, pop; push "backward" (Ex API),
+//                           cudaFree, pop; mark "checkpoint"; then one wide mark "done".
+#include <fakecuda/cuda_runtime_api.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+
+void check(cudaError_t rc, const char* what) {
+  if (rc != cudaSuccess) {
+    std::fprintf(stderr, "%s failed: %d\n", what, static_cast<int>(rc));
+    std::exit(3);
+  }
+}
+
+int push_ex(const char* name) {
+  nvtxEventAttributes_t a{};
+  a.version = NVTX_VERSION;
+  a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  a.message.ascii = name;
+  return nvtxRangePushEx(&a);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iterations = argc > 1 ? std::atoi(argv[1]) : 3;
+  for (int i = 0; i < iterations; ++i) {
+    void* p = nullptr;
+    int depth = nvtxRangePushA("forward");
+    check(cudaMalloc(&p, 1 << 20), "cudaMalloc");
+    int popped = nvtxRangePop();
+    push_ex("backward");
+    check(cudaFree(p), "cudaFree");
+    nvtxRangePop();
+    nvtxMarkA("checkpoint");
+    // Under an injection that keeps depth, push returns 0 and pop the depth ended (0); with no
+    // tool NVTX returns its no-op values. Either way the program runs on.
+    std::printf("iteration %d depth %d popped %d\n", i, depth, popped);
+  }
+  nvtxMarkW(L"done");
+  std::printf("done\n");
+  return 0;
+}
