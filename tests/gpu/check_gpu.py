@@ -122,6 +122,21 @@ for name, conf in (("torch_default", ""), ("torch_expandable", "expandable_segme
         check(f"{name}: every async allocation freed",
               n("cudaMallocAsync") == n("cudaFreeAsync", "frees"), str(apis))
 
+# 5 (issue 4): Python frames from inside PyTorch: the segments' leak is pinned to the script line.
+src_py = here / "torch_python_site.py"
+py_line = site_line(src_py, "python keep")
+bare, _ = run("torch_python_bare", [sys.executable, src_py], shim_on=False)
+r, traces = run("torch_python", [sys.executable, src_py])
+check("torch_python: output unchanged", r.returncode == bare.returncode == 0 and r.stdout == bare.stdout,
+      repr((r.stdout, r.stderr[-800:])))
+rep = report("torch_python", traces) if traces else None
+if rep:
+    big = [l for l in rep["leaks"] if l["memory"] == "device" and l["bytes"] >= 4 * 64 * MIB]
+    top = big[0]["stack"][0] if big and big[0]["stack"] else {}
+    check(f"torch_python: 4 x 64 MiB segments pinned to torch_python_site.py:{py_line}",
+          top.get("python") is True and top.get("file", "").endswith("torch_python_site.py")
+          and top.get("line") == py_line, json.dumps([l["stack"][:3] for l in rep["leaks"]])[:1500])
+
 # 4: hook overhead on the real runtime: ns per cudaMalloc+cudaFree pair (1 MiB), interleaved runs.
 print("== overhead: ns per cudaMalloc+cudaFree pair of 1 MiB, median of 5 interleaved runs")
 bench_src = here / "alloc_pairs.cu"
