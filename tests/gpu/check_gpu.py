@@ -25,7 +25,7 @@ def check(name, ok, detail=""):
 
 def site_line(path, name):
     for n, line in enumerate(path.read_text().splitlines(), 1):
-        if line.rstrip().endswith(f"// site: {name}"):
+        if line.rstrip().endswith((f"// site: {name}", f"# site: {name}")):
             return n
     raise SystemExit(f"no site {name}")
 
