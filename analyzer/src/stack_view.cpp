@@ -52,6 +52,14 @@ bool is_python_internal(const Frame& f) {
 
 bool is_python_eval(const Frame& f) { return f.function == "_PyEval_EvalFrameDefault"; }
 
+bool is_framework_frame(const Frame& f) {
+  if (f.python) return false;
+  std::string_view module = base_name(f.module);
+  return module.starts_with("libc10") || module.starts_with("libtorch") ||
+         module.starts_with("libcaffe2") || module.starts_with("_C.") ||
+         is_python_internal(f) || is_cuda_internal(f);
+}
+
 namespace {
 // One Python frame, named from its PyCode record (unknown code ids keep what is known: nothing).
 Frame python_frame(const LoadedTrace& trace, const format::PyFrameRef& ref) {
@@ -151,8 +159,14 @@ const std::vector<Frame>& StackView::frames(uint64_t stack_id) {
       }
     }
     out = merge_python(trace_, native, py->second);
+    // A Python program's meaningful frame is its own line: the framework's C++ between that line
+    // and the CUDA call (PyTorch's dispatcher and caching allocator, the interpreter) goes, as do
+    // CUDA's own frames. A native frame of any other library (a user's extension) stays first.
+    bool has_python = false;
+    for (const Frame& f : out) has_python = has_python || f.python;
     size_t first_user = 0;
-    while (first_user < out.size() && !out[first_user].python && is_cuda_internal(out[first_user]))
+    while (first_user < out.size() && !out[first_user].python &&
+           (has_python ? is_framework_frame(out[first_user]) : is_cuda_internal(out[first_user])))
       ++first_user;
     if (first_user < out.size()) out.erase(out.begin(), out.begin() + static_cast<long>(first_user));
     if (out.size() > max_frames_) out.resize(max_frames_);

@@ -39,6 +39,26 @@ TEST(CudaInternalFrames, UserFramesAreKept) {
                                       "/torch/lib/libc10_cuda.so")));
 }
 
+TEST(FrameworkFrames, TorchAndInterpreterFramesAreFramework) {
+  // The frames seen between a torch.empty() line and cudaMalloc on the H200 (gpu-validation.md).
+  EXPECT_TRUE(is_framework_frame(frame(
+      "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::alloc_block", "",
+      "/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so")));
+  EXPECT_TRUE(is_framework_frame(frame("at::detail::empty_cuda", "",
+                                       "/venv/site-packages/torch/lib/libtorch_cuda.so")));
+  EXPECT_TRUE(is_framework_frame(frame("torch::autograd::THPVariable_empty", "",
+                                       "/venv/site-packages/torch/lib/libtorch_python.so")));
+  EXPECT_TRUE(is_framework_frame(frame("_PyEval_EvalFrameDefault", "", "/usr/bin/python3.12")));
+  EXPECT_TRUE(is_framework_frame(frame("ffi_call", "", "/lib/libffi.so.8")));
+}
+
+TEST(FrameworkFrames, PythonLinesAndUserExtensionsAreNot) {
+  Frame py = frame("grow", "/src/train.py", "");
+  py.python = true;
+  EXPECT_FALSE(is_framework_frame(py));
+  EXPECT_FALSE(is_framework_frame(frame("my_kernel_launcher", "/src/ext.cu", "/src/my_ext.so")));
+}
+
 }  // namespace
 }  // namespace gpumemshim::analyzer
 

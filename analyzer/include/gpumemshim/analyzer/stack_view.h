@@ -37,6 +37,11 @@ bool is_shim_module(const std::string& path);
 // cudaMalloc<T> templates of cuda_runtime.h): dropped above the caller's first frame.
 bool is_cuda_internal(const Frame& frame);
 
+// True for native frames of the Python/PyTorch machinery between a Python line and a CUDA call
+// (libc10*, libtorch*, torch's _C, the interpreter, ctypes/libffi) and CUDA's own frames: dropped
+// above the first Python frame.
+bool is_framework_frame(const Frame& frame);
+
 // True for native frames of the Python interpreter, libffi and _ctypes: dropped when the stack has
 // Python frames (those say the same thing at the Python level).
 bool is_python_internal(const Frame& frame);
