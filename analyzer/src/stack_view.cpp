@@ -128,59 +128,17 @@ StackView::StackView(const LoadedTrace& trace, size_t max_frames)
   for (const ModuleInfo& m : trace.modules) symbolizer_.add_module(m);
 }
 
-const std::vector<Frame>& StackView::frames(uint64_t stack_id) {
-  auto cached = cache_.find(stack_id);
-  if (cached != cache_.end()) return cached->second;
-  std::vector<Frame>& out = cache_[stack_id];
-  auto it = trace_.stacks.find(stack_id);
-  if (stack_id == 0 || it == trace_.stacks.end()) return out;
-  const std::vector<uint64_t>& pcs = it->second;
-  auto py = trace_.py_stacks.find(stack_id);
-  if (py != trace_.py_stacks.end() && !py->second.empty()) {
-    std::vector<std::vector<Frame>> native;
-    bool skipping = true;
-    for (size_t i = 0; i < pcs.size(); ++i) {
-      const ModuleInfo* m = symbolizer_.module_for(pcs[i]);
-      if (skipping && m != nullptr && is_shim_module(m->path)) continue;
-      skipping = false;
-      std::vector<SourceFrame> sf = symbolizer_.symbolize(pcs[i], /*is_return_address=*/i > 0);
-      if (sf.empty()) sf.push_back(SourceFrame{{}, {}, 0, m ? m->path : std::string(), pcs[i], false});
-      auto& fs = native.emplace_back();
-      for (SourceFrame& s : sf) {
-        Frame f;
-        f.function = std::move(s.function);
-        f.file = std::move(s.file);
-        f.line = s.line;
-        f.module = s.module.empty() && m ? m->path : std::move(s.module);
-        f.pc = pcs[i];
-        f.module_offset = m ? pcs[i] - m->load_bias : 0;
-        f.inlined = s.inlined;
-        fs.push_back(std::move(f));
-      }
-    }
-    out = merge_python(trace_, native, py->second);
-    // A Python program's meaningful frame is its own line: the framework's C++ between that line
-    // and the CUDA call (PyTorch's dispatcher and caching allocator, the interpreter) goes, as do
-    // CUDA's own frames. A native frame of any other library (a user's extension) stays first.
-    bool has_python = false;
-    for (const Frame& f : out) has_python = has_python || f.python;
-    size_t first_user = 0;
-    while (first_user < out.size() && !out[first_user].python &&
-           (has_python ? is_framework_frame(out[first_user]) : is_cuda_internal(out[first_user])))
-      ++first_user;
-    if (first_user < out.size()) out.erase(out.begin(), out.begin() + static_cast<long>(first_user));
-    if (out.size() > max_frames_) out.resize(max_frames_);
-    return out;
-  }
-  bool dropping = true;
-  for (size_t i = 0; i < pcs.size() && out.size() < max_frames_; ++i) {
+std::vector<std::vector<Frame>> StackView::native_groups(const std::vector<uint64_t>& pcs) {
+  std::vector<std::vector<Frame>> groups;
+  bool skipping = true;
+  for (size_t i = 0; i < pcs.size(); ++i) {
     const ModuleInfo* m = symbolizer_.module_for(pcs[i]);
-    if (dropping && m != nullptr && is_shim_module(m->path)) continue;
-    dropping = false;
+    if (skipping && m != nullptr && is_shim_module(m->path)) continue;
+    skipping = false;
     std::vector<SourceFrame> sf = symbolizer_.symbolize(pcs[i], /*is_return_address=*/i > 0);
     if (sf.empty()) sf.push_back(SourceFrame{{}, {}, 0, m ? m->path : std::string(), pcs[i], false});
+    auto& group = groups.emplace_back();
     for (SourceFrame& s : sf) {
-      if (out.size() >= max_frames_) break;
       Frame f;
       f.function = std::move(s.function);
       f.file = std::move(s.file);
@@ -189,14 +147,38 @@ const std::vector<Frame>& StackView::frames(uint64_t stack_id) {
       f.pc = pcs[i];
       f.module_offset = m ? pcs[i] - m->load_bias : 0;
       f.inlined = s.inlined;
-      out.push_back(std::move(f));
+      group.push_back(std::move(f));
     }
   }
-  // The innermost user-meaningful frame first: drop CUDA's own frames above it (if anything is
-  // left; a stack made only of CUDA frames is kept whole).
+  return groups;
+}
+
+const std::vector<Frame>& StackView::frames(uint64_t stack_id) {
+  auto cached = cache_.find(stack_id);
+  if (cached != cache_.end()) return cached->second;
+  std::vector<Frame>& out = cache_[stack_id];
+  auto it = trace_.stacks.find(stack_id);
+  if (stack_id == 0 || it == trace_.stacks.end()) return out;
+  std::vector<std::vector<Frame>> native = native_groups(it->second);
+  auto py = trace_.py_stacks.find(stack_id);
+  if (py != trace_.py_stacks.end() && !py->second.empty()) {
+    out = merge_python(trace_, native, py->second);
+  } else {
+    for (auto& group : native)
+      for (Frame& f : group) out.push_back(std::move(f));
+  }
+  // The innermost user-meaningful frame first. CUDA's own frames above it go; in a Python program
+  // so does the framework's C++ between the script's line and the CUDA call (PyTorch's dispatcher
+  // and caching allocator, the interpreter). A native frame of any other library (a user's
+  // extension) stays first. A stack made only of such frames is kept whole.
+  bool has_python = false;
+  for (const Frame& f : out) has_python = has_python || f.python;
   size_t first_user = 0;
-  while (first_user < out.size() && is_cuda_internal(out[first_user])) ++first_user;
+  while (first_user < out.size() && !out[first_user].python &&
+         (has_python ? is_framework_frame(out[first_user]) : is_cuda_internal(out[first_user])))
+    ++first_user;
   if (first_user < out.size()) out.erase(out.begin(), out.begin() + static_cast<long>(first_user));
+  if (out.size() > max_frames_) out.resize(max_frames_);
   return out;
 }
 

@@ -24,6 +24,9 @@ class StackView {
   static std::string stable_key(const std::vector<Frame>& frames);
 
  private:
+  // One group per pc (its inlined frames first, then the function), the shim's frames skipped.
+  std::vector<std::vector<Frame>> native_groups(const std::vector<uint64_t>& pcs);
+
   const LoadedTrace& trace_;
   size_t max_frames_;
   Symbolizer symbolizer_;
