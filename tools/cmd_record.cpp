@@ -104,6 +104,9 @@ int run_record(const RecordOptions& o) {
   // tool the user preloaded on purpose keeps its place.
   std::string preload = shim;
   if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload = std::string(old) + ":" + shim;
+  // The torch bridge, when built next to the shim: python/gpumemshim attach_torch() loads it.
+  std::string bridge = shim.substr(0, shim.rfind('/') + 1) + "libgpumemshim_torch.so";
+  if (!is_file(bridge)) bridge.clear();
   auto [dir, glob] = pattern_glob(o.output.empty() ? kDefaultPattern : o.output);
   auto before = snapshot(dir, glob);
 
@@ -128,6 +131,7 @@ int run_record(const RecordOptions& o) {
     ::setenv("LD_PRELOAD", preload.c_str(), 1);
     if (!o.output.empty()) ::setenv("GPUMEMSHIM_OUTPUT", o.output.c_str(), 1);
     if (!o.stacks.empty()) ::setenv("GPUMEMSHIM_STACKS", o.stacks.c_str(), 1);
+    if (!bridge.empty()) ::setenv("GPUMEMSHIM_TORCH_BRIDGE", bridge.c_str(), 0);
     ::execvp(argv[0], argv.data());
     int err = errno;
     ssize_t ignored = ::write(pipefd[1], &err, sizeof err);

@@ -29,6 +29,14 @@ void add(Summary& total, const Summary& s) {
   total.markers += s.markers;
   total.steps += s.steps;
   total.ranges += s.ranges;
+  total.torch.events += s.torch.events;
+  total.torch.allocs += s.torch.allocs;
+  total.torch.frees += s.torch.frees;
+  total.torch.segment_allocs += s.torch.segment_allocs;
+  total.torch.segment_frees += s.torch.segment_frees;
+  total.torch.ooms += s.torch.ooms;
+  total.torch.live_blocks += s.torch.live_blocks;
+  total.torch.live_block_bytes += s.torch.live_block_bytes;
   for (size_t k = 0; k < total.by_kind.size(); ++k) {
     total.by_kind[k].allocations += s.by_kind[k].allocations;
     total.by_kind[k].frees += s.by_kind[k].frees;
@@ -81,7 +89,14 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
 
   StackView stacks(trace, options.max_frames);
   group_survivors(trace, stacks, p.leaks, p.address_space);
+  // With the caching allocator's own events in the trace, its segments (cudaMalloc, or cuMemCreate
+  // with expandable segments) alive at the end are its cache; its tensor blocks are what leaks.
+  const bool has_torch = p.summary.torch.events > 0;
   for (SiteGroup& g : p.leaks) {
+    if (has_torch && !g.torch_block && (g.api == Api::kCudaMalloc || g.api == Api::kCuMemCreate)) {
+      g.kind = "cached";
+      continue;
+    }
     int hit = suppressions ? suppressions->match(g.stack) : -1;
     if (hit >= 0) {
       g.suppressed = true;
@@ -116,7 +131,7 @@ std::vector<const SiteGroup*> all_leaks(const Report& report, bool include_suppr
   std::vector<const SiteGroup*> out;
   for (const ProcessReport& p : report.processes)
     for (const SiteGroup& g : p.leaks)
-      if (include_suppressed || !g.suppressed) out.push_back(&g);
+      if (include_suppressed || (!g.suppressed && g.kind != "cached")) out.push_back(&g);
   std::stable_sort(out.begin(), out.end(),
                    [](const SiteGroup* a, const SiteGroup* b) { return a->bytes > b->bytes; });
   return out;

@@ -28,7 +28,7 @@ uint64_t TraceStats::events() const {
   using format::RecordType;
   auto n = [&](RecordType t) { return by_type[static_cast<uint8_t>(t)]; };
   return n(RecordType::kAlloc) + n(RecordType::kFree) + n(RecordType::kAllocFailed) +
-         n(RecordType::kMemInfo) + n(RecordType::kMarker);
+         n(RecordType::kMemInfo) + n(RecordType::kMarker) + n(RecordType::kTorchEvent);
 }
 
 }  // namespace gpumemshim::analyzer

@@ -43,28 +43,29 @@ void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<Si
     int32_t device = 0;
     bool mixed_devices = false;
   };
-  std::map<std::tuple<uint64_t, uint8_t, uint8_t>, Raw> raw;  // (stack, api, kind)
+  std::map<std::tuple<uint64_t, uint8_t, uint8_t, bool>, Raw> raw;  // (stack, api, kind, torch)
   for (const LiveAlloc& a : trace.replay.live()) {
-    Raw& r = raw[{a.stack_id, static_cast<uint8_t>(a.api), static_cast<uint8_t>(a.kind)}];
+    Raw& r = raw[{a.stack_id, static_cast<uint8_t>(a.api), static_cast<uint8_t>(a.kind), a.torch_block}];
     if (r.count == 0) r.device = a.device;
     else if (r.device != a.device) r.mixed_devices = true;
     r.bytes += a.size;
     ++r.count;
     r.first_time = std::min(r.first_time, a.time_ns);
   }
-  std::map<std::tuple<std::string, uint8_t, uint8_t>, SiteGroup> merged;
+  std::map<std::tuple<std::string, uint8_t, uint8_t, bool>, SiteGroup> merged;
   for (const auto& [key, r] : raw) {
-    auto [stack_id, api_v, kind_v] = key;
+    auto [stack_id, api_v, kind_v, torch_block] = key;
     const std::vector<Frame>& frames = stacks.frames(stack_id);
     std::string skey = StackView::stable_key(frames);
-    auto [it, inserted] = merged.try_emplace({skey, api_v, kind_v});
+    auto [it, inserted] = merged.try_emplace({skey, api_v, kind_v, torch_block});
     SiteGroup& g = it->second;
     int32_t device = r.mixed_devices ? -1 : r.device;
     if (inserted) {
       g.api = static_cast<Api>(api_v);
       g.memory = static_cast<MemoryKind>(kind_v);
       g.kind = is_memory_kind(g.memory) ? "leak" : "unreleased";
-      g.id = site_id(skey, g.api);
+      g.torch_block = torch_block;
+      g.id = site_id(torch_block ? skey + "#torch.alloc" : skey, g.api);
       g.device = device;
       g.pid = trace.process.pid;
       g.first_time_ns = r.first_time;

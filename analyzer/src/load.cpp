@@ -33,7 +33,7 @@ namespace {
 // same address. So events are collected and, when out of order, stably sorted by time.
 // TODO(scale): a bounded merge once the writer guarantees a flush interval.
 using TimedEvent = std::variant<fmtr::AllocRecord, fmtr::FreeRecord, fmtr::AllocFailedRecord,
-                                fmtr::MemInfoRecord, fmtr::MarkerRecord>;
+                                fmtr::MemInfoRecord, fmtr::MarkerRecord, fmtr::TorchEventRecord>;
 
 class EventQueue {
  public:
@@ -55,6 +55,7 @@ class EventQueue {
         case 2: replay.failed(std::get<2>(e)); break;
         case 3: replay.meminfo(std::get<3>(e)); break;
         case 4: replay.marker(std::get<4>(e)); break;
+        case 5: replay.torch(std::get<5>(e)); break;
       }
     }
     events_.clear();
@@ -175,6 +176,9 @@ LoadedTrace load_trace(const std::string& path) {
                                 std::string(r.executable), true};
         break;
       }
+      case RecordType::kTorchEvent:
+        events.push(decode_or_throw<fmtr::TorchEventRecord>(path, raw));
+        break;
       case RecordType::kMemInfo:
         events.push(decode_or_throw<fmtr::MemInfoRecord>(path, raw));
         break;

@@ -97,12 +97,51 @@ void Replay::marker(const format::MarkerRecord& r) {
   if (r.kind == format::MarkerKind::kStep) ++summary_.steps;
 }
 
+// Tensor blocks live in the allocator's segments: they are counted on their own, never in the
+// device-memory counters (the segments are, through the runtime hooks).
+void Replay::torch(const format::TorchEventRecord& r) {
+  seen_time(r.time_ns);
+  TorchCounters& t = summary_.torch;
+  ++t.events;
+  switch (r.action) {
+    case format::TorchAction::kAlloc: {
+      ++t.allocs;
+      auto [it, inserted] = torch_live_.try_emplace(r.address);
+      if (!inserted) {  // its free was missed: the new block replaces it
+        --t.live_blocks;
+        t.live_block_bytes -= it->second.size;
+      }
+      LiveAlloc& a = it->second;
+      a = LiveAlloc{r.address, r.size, r.stack_id, r.time_ns, r.device, Api::kUnknown,
+                    MemoryKind::kDevice, summary_.steps, true};
+      ++t.live_blocks;
+      t.live_block_bytes += r.size;
+      break;
+    }
+    case format::TorchAction::kFreeCompleted: {
+      ++t.frees;
+      if (auto it = torch_live_.find(r.address); it != torch_live_.end()) {
+        --t.live_blocks;
+        t.live_block_bytes -= it->second.size;
+        torch_live_.erase(it);
+      }
+      break;
+    }
+    case format::TorchAction::kSegmentAlloc: ++t.segment_allocs; break;
+    case format::TorchAction::kSegmentFree: ++t.segment_frees; break;
+    case format::TorchAction::kOom: ++t.ooms; break;
+    default: break;  // free_requested, map/unmap; later actions are ignored
+  }
+}
+
 std::vector<LiveAlloc> Replay::live() const {
   std::vector<LiveAlloc> out;
-  out.reserve(live_.size());
+  out.reserve(live_.size() + torch_live_.size());
   for (const auto& [key, a] : live_) out.push_back(a);
+  for (const auto& [address, a] : torch_live_) out.push_back(a);
   std::sort(out.begin(), out.end(), [](const LiveAlloc& x, const LiveAlloc& y) {
     if (x.time_ns != y.time_ns) return x.time_ns < y.time_ns;
+    if (x.torch_block != y.torch_block) return y.torch_block;
     if (x.kind != y.kind) return x.kind < y.kind;
     return x.address < y.address;
   });

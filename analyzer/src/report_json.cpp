@@ -62,7 +62,14 @@ json summary_json(const Summary& s) {
           {"markers", s.markers},
           {"steps", s.steps},
           {"ranges", s.ranges},
-          {"by_kind", by_kind_json(s.by_kind)}};
+          {"by_kind", by_kind_json(s.by_kind)},
+          {"torch", {{"allocs", s.torch.allocs},
+                     {"frees", s.torch.frees},
+                     {"segment_allocs", s.torch.segment_allocs},
+                     {"segment_frees", s.torch.segment_frees},
+                     {"ooms", s.torch.ooms},
+                     {"live_blocks", s.torch.live_blocks},
+                     {"live_block_bytes", s.torch.live_block_bytes}}}};
 }
 
 json group_json(const SiteGroup& g) {
@@ -70,8 +77,9 @@ json group_json(const SiteGroup& g) {
             {"kind", g.kind},
             {"bytes", g.bytes},
             {"count", g.count},
-            {"api", std::string(format::api_name(g.api))},
-            {"memory", std::string(format::memory_kind_name(g.memory))},
+            {"api", g.torch_block ? std::string("torch.alloc") : std::string(format::api_name(g.api))},
+            {"memory", g.torch_block ? std::string("torch_block")
+                                     : std::string(format::memory_kind_name(g.memory))},
             {"device", g.device},
             {"pid", g.pid},
             {"first_time_s", static_cast<double>(g.first_time_ns) / 1e9},

@@ -33,8 +33,10 @@ std::string device_str(int32_t device) {
 
 void group_text(std::string& out, const SiteGroup& g, const char* label) {
   out += fmt::format("{} {} in {} allocation{} via {} [{}, {}] pid {} id {}{}\n", label,
-                     bytes_str(g.bytes), g.count, g.count == 1 ? "" : "s", format::api_name(g.api),
-                     format::memory_kind_name(g.memory), device_str(g.device), g.pid, g.id,
+                     bytes_str(g.bytes), g.count, g.count == 1 ? "" : "s",
+                     g.torch_block ? std::string_view("torch.alloc") : format::api_name(g.api),
+                     g.torch_block ? std::string_view("torch_block") : format::memory_kind_name(g.memory),
+                     device_str(g.device), g.pid, g.id,
                      g.suppressed ? fmt::format(" (suppressed by '{}')", g.suppressed_by) : "");
   frames_text(out, g.stack);
   out += "\n";
@@ -87,7 +89,16 @@ std::string report_text(const Report& report) {
     out += fmt::format("   markers: {} (steps: {}, ranges: {})\n", p.summary.markers, p.summary.steps,
                        p.summary.ranges);
     out += "\n";
-    for (const SiteGroup& g : p.leaks) group_text(out, g, g.suppressed ? "SUPPRESSED LEAK" : "LEAK");
+    for (const SiteGroup& g : p.leaks)
+      group_text(out, g, g.kind == "cached" ? "CACHED (allocator segment)"
+                         : g.suppressed     ? "SUPPRESSED LEAK"
+                                            : "LEAK");
+    if (p.summary.torch.events)
+      out += fmt::format("   torch: {} block allocs, {} frees, {} segment allocs, {} segment frees, "
+                         "{} OOMs, {} blocks live ({})\n",
+                         p.summary.torch.allocs, p.summary.torch.frees, p.summary.torch.segment_allocs,
+                         p.summary.torch.segment_frees, p.summary.torch.ooms,
+                         p.summary.torch.live_blocks, bytes_str(p.summary.torch.live_block_bytes));
     for (const Failure& f : p.failures) {
       out += fmt::format("FAILED {} of {} via {} [{}, device {}] pid {}: error {}, {} of device memory live{}\n",
                          format::memory_kind_name(f.event.kind), bytes_str(f.event.size),

@@ -20,6 +20,7 @@ const char* type_name(uint8_t t) {
     case format::RecordType::kEnd: return "end";
     case format::RecordType::kPyCode: return "python code";
     case format::RecordType::kPyStack: return "python stack";
+    case format::RecordType::kTorchEvent: return "torch event (caching allocator)";
   }
   return nullptr;
 }

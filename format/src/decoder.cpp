@@ -166,6 +166,15 @@ bool decode(const RawRecord& raw, AllocFailedRecord& o) {
   return kind_ok && !r.failed();
 }
 
+bool decode(const RawRecord& raw, TorchEventRecord& o) {
+  auto r = reader(raw);
+  o.time_ns = r.varint(); o.thread_id = r.varint();
+  o.device = static_cast<int32_t>(r.svarint()); o.stream = r.varint();
+  o.action = static_cast<TorchAction>(r.u8());  // unknown values: for the reader to ignore
+  o.address = r.varint(); o.size = r.varint(); o.stack_id = r.varint();
+  return !r.failed();
+}
+
 bool decode(const RawRecord& raw, MemInfoRecord& o) {
   auto r = reader(raw);
   o.time_ns = r.varint(); o.device = static_cast<int32_t>(r.svarint());

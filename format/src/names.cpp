@@ -28,6 +28,20 @@ std::string_view memory_kind_name(MemoryKind kind) {
   return "unknown";
 }
 
+std::string_view torch_action_name(TorchAction action) {
+  switch (action) {
+    case TorchAction::kAlloc: return "alloc";
+    case TorchAction::kFreeRequested: return "free_requested";
+    case TorchAction::kFreeCompleted: return "free_completed";
+    case TorchAction::kSegmentAlloc: return "segment_alloc";
+    case TorchAction::kSegmentFree: return "segment_free";
+    case TorchAction::kSegmentMap: return "segment_map";
+    case TorchAction::kSegmentUnmap: return "segment_unmap";
+    case TorchAction::kOom: return "oom";
+  }
+  return "unknown";
+}
+
 std::string_view marker_kind_name(MarkerKind kind) {
   switch (kind) {
     case MarkerKind::kMark: return "mark";

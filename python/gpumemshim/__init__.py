@@ -13,11 +13,29 @@ False, so a training script may call them unconditionally::
 
 The shim's C API (``gpumemshim_step`` etc.) is found among the process's global symbols with
 ctypes at the first call; importing this module loads nothing else and never imports torch.
+
+``attach_torch()`` loads the PyTorch bridge (``libgpumemshim_torch.so``) into a process that has
+already initialised CUDA in torch, so that the trace gets tensor-level events of the caching
+allocator (DESIGN.md §6)::
+
+    import torch, gpumemshim
+    x = torch.zeros(1, device="cuda")   # CUDA (and the caching allocator) initialised
+    gpumemshim.attach_torch()
+
+TODO(auto-attach): zero code change (DESIGN.md §6). `gpumemshim record` (and a documented
+PYTHONPATH entry for plain LD_PRELOAD) puts a directory holding a ``sitecustomize.py`` on the
+Python path; it chains to any existing sitecustomize, then installs a ``sys.meta_path`` finder
+(or a ``torch`` import hook) that, once ``torch`` is imported, registers a callback for CUDA
+initialisation (``torch.cuda._lazy_call`` / ``torch.cuda._queued_calls``) which calls
+``attach_torch()``; the same hook adds the optimizer global step post hook as a step marker.
+Without a matching bridge it prints the one info line and the run stays runtime-level.
 """
 
+import os
+import sys
 import threading
 
-__all__ = ["step", "mark", "expect_no_leak", "active"]
+__all__ = ["step", "mark", "expect_no_leak", "active", "attach_torch"]
 __version__ = "0.1.0"
 
 _lock = threading.Lock()
@@ -107,3 +125,90 @@ class expect_no_leak:
                 return fn(*args, **kwargs)
 
         return wrapper
+
+
+_torch_lock = threading.Lock()
+_torch_attached = False
+_torch_no_bridge_said = False
+
+_BRIDGE_NAME = "libgpumemshim_torch.so"
+_SHIM_NAME = "libgpumemshim.so"
+
+
+def _info(message):
+    if os.environ.get("GPUMEMSHIM_LOG", "").strip().lower() == "quiet":
+        return
+    try:
+        sys.stderr.write("gpumemshim: " + message + "\n")
+        sys.stderr.flush()
+    except Exception:  # a closed or odd stderr must not break the host program
+        pass
+
+
+def _bridge_path():
+    """The torch bridge: GPUMEMSHIM_TORCH_BRIDGE (set by `gpumemshim record`), else the file next
+    to the loaded shim (found in /proc/self/maps). None when there is none."""
+    env = os.environ.get("GPUMEMSHIM_TORCH_BRIDGE")
+    if env:
+        return env if os.path.isfile(env) else None
+    try:
+        with open("/proc/self/maps", "r", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                fields = line.rstrip("\n").split(None, 5)  # addr perms offset dev inode path
+                path = fields[5] if len(fields) == 6 else ""
+                if path.endswith("/" + _SHIM_NAME):
+                    candidate = os.path.join(os.path.dirname(path), _BRIDGE_NAME)
+                    return candidate if os.path.isfile(candidate) else None
+    except OSError:
+        pass
+    return None
+
+
+def attach_torch():
+    """Loads the PyTorch bridge and attaches it to torch's CUDA caching allocator, once.
+
+    Returns True when tensor-level events are being recorded (now or by an earlier call), False
+    when not possible: no shim, torch not imported or its CUDA not initialised yet (call again
+    later), no bridge found (one info line on stderr), or the bridge declined (e.g. the
+    cudaMallocAsync backend). Never imports torch and never raises."""
+    global _torch_attached, _torch_no_bridge_said
+    if _torch_attached:
+        return True
+    try:
+        if not active():
+            return False
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return False
+        try:
+            if not torch.cuda.is_initialized():
+                return False
+        except Exception:
+            return False
+        with _torch_lock:
+            if _torch_attached:
+                return True
+            path = _bridge_path()
+            if path is None:
+                if not _torch_no_bridge_said:
+                    _torch_no_bridge_said = True
+                    _info("no torch bridge (%s) found next to the shim or in "
+                          "GPUMEMSHIM_TORCH_BRIDGE: recording runtime-level events only" % _BRIDGE_NAME)
+                return False
+            import ctypes
+
+            try:
+                lib = ctypes.CDLL(path)
+                fn = lib.gpumemshim_torch_attach
+            except (OSError, AttributeError) as e:
+                if not _torch_no_bridge_said:
+                    _torch_no_bridge_said = True
+                    _info("cannot load the torch bridge %s (%s): recording runtime-level events only"
+                          % (path, e))
+                return False
+            fn.argtypes = []
+            fn.restype = ctypes.c_int
+            _torch_attached = fn() == 1
+            return _torch_attached
+    except Exception:
+        return False

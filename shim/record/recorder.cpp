@@ -288,6 +288,15 @@ void record_alloc_failed(Api api, MemoryKind kind, int device, uint64_t stream, 
                                     stack});
 }
 
+void record_torch_event(fmtrec::TorchAction action, int device, uint64_t stream, uint64_t address,
+                        uint64_t size) {
+  ThreadState* s = recording_thread();
+  if (!s) return;
+  uint64_t stack = current_stack(s);
+  emit(s, fmtrec::TorchEventRecord{now(), s->thread_id, device, stream, action, address, size,
+                                   stack});
+}
+
 void record_mem_info(int device, uint64_t free_bytes, uint64_t total_bytes) {
   ThreadState* s = recording_thread();
   if (!s) return;

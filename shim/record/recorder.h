@@ -21,6 +21,10 @@ void record_free_failed(Api api, MemoryKind kind, int device, uint64_t stream, u
 void record_alloc_failed(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t size,
                          uint32_t error);
 void record_mem_info(int device, uint64_t free_bytes, uint64_t total_bytes);
+// An event of PyTorch's caching allocator (through gpumemshim_torch_event). Runs under the
+// allocator's lock: like every record_* call, takes no lock and allocates nothing.
+void record_torch_event(format::TorchAction action, int device, uint64_t stream, uint64_t address,
+                        uint64_t size);
 void record_marker(format::MarkerKind kind, const char* name);
 
 // True when GPUMEMSHIM_DISABLE=1 or the trace could not be opened: hooks skip all work.

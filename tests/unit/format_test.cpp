@@ -218,3 +218,38 @@ TEST(FormatRoundTrip, PyCodeAndPyStack) {
   bad.size = sizeof payload;
   EXPECT_FALSE(gf::decode(bad, s, out));
 }
+
+TEST(FormatRoundTrip, TorchEvent) {
+  gf::TorchEventRecord e{4000, 81, 2, 0xdeadbeef, gf::TorchAction::kFreeCompleted,
+                         0x7f00aa000000ull, 3ull << 20, 12};
+  TraceBuilder t;
+  t.add(e);
+  auto o = read_back<gf::TorchEventRecord>(t, gf::RecordType::kTorchEvent);
+  EXPECT_EQ(o.time_ns, e.time_ns); EXPECT_EQ(o.thread_id, e.thread_id); EXPECT_EQ(o.device, e.device);
+  EXPECT_EQ(o.stream, e.stream); EXPECT_EQ(o.action, e.action); EXPECT_EQ(o.address, e.address);
+  EXPECT_EQ(o.size, e.size); EXPECT_EQ(o.stack_id, e.stack_id);
+
+  // Extremes fit the unchecked fast path: every varint at its longest, a negative device.
+  gf::TorchEventRecord big{UINT64_MAX, UINT64_MAX, INT32_MIN, UINT64_MAX, gf::TorchAction::kOom,
+                           UINT64_MAX, UINT64_MAX, UINT64_MAX};
+  TraceBuilder t2;
+  t2.add(big);
+  auto b = read_back<gf::TorchEventRecord>(t2, gf::RecordType::kTorchEvent);
+  EXPECT_EQ(b.time_ns, UINT64_MAX); EXPECT_EQ(b.device, INT32_MIN); EXPECT_EQ(b.action, gf::TorchAction::kOom);
+  EXPECT_EQ(b.address, UINT64_MAX); EXPECT_EQ(b.size, UINT64_MAX); EXPECT_EQ(b.stack_id, UINT64_MAX);
+  EXPECT_EQ(gf::torch_action_name(gf::TorchAction::kSegmentUnmap), "segment_unmap");
+}
+
+TEST(FormatRoundTrip, TorchEventUnknownActionDecodes) {
+  gf::TorchEventRecord e{1, 2, 0, 0, static_cast<gf::TorchAction>(9), 0x1000, 64, 0};
+  TraceBuilder t;
+  t.add(e);
+  gf::RecordReader reader(span_of(t));
+  ASSERT_EQ(reader.read_header(), "");
+  gf::RawRecord raw;
+  ASSERT_EQ(reader.next(raw), gf::ReadStatus::kRecord);
+  gf::TorchEventRecord out;
+  EXPECT_TRUE(gf::decode(raw, out));  // a later action: the reader ignores it
+  EXPECT_EQ(static_cast<int>(out.action), 9);
+  EXPECT_EQ(out.size, 64u);
+}

@@ -303,3 +303,68 @@ TEST(Units, HumanBytes) {
   EXPECT_EQ(an::human_bytes(1536 * 1024), "1.50 MiB");
   EXPECT_EQ(an::human_bytes(4ull << 30), "4.00 GiB");
 }
+
+TEST(Replay, TorchBlocksLeakAndSegmentsAreCached) {
+  TempDir dir;
+  using A = gf::TorchAction;
+  TraceBuilder t = base_trace();
+  t.alloc(0xa000000, 20 * MiB, 1);  // the allocator's segment, through the runtime hooks
+  t.torch(A::kSegmentAlloc, 0xa000000, 20 * MiB, 1);
+  for (uint64_t i = 0; i < 3; ++i) {
+    t.torch(A::kAlloc, 0xa000000 + i * MiB, 512, 2);
+    t.torch(A::kFreeRequested, 0xa000000 + i * MiB, 512, 2);
+    t.torch(A::kFreeCompleted, 0xa000000 + i * MiB, 512, 2);
+  }
+  t.torch(A::kAlloc, 0xa800000, 4096, 2).torch(A::kAlloc, 0xa900000, 8192, 2);  // kept: one site
+  t.torch(A::kAlloc, 0xaa00000, 100, 1).torch(A::kFreeRequested, 0xaa00000, 100, 1);  // not completed
+  t.torch(A::kOom, 1000, 1ull << 40);
+  t.torch(static_cast<A>(42), 0xa000000, 1);  // a later action: ignored
+  t.end();
+  an::Report r = analyze(t, dir);
+  const auto& p = r.processes[0];
+  const an::TorchCounters& tc = p.summary.torch;
+  EXPECT_EQ(tc.events, 16u);
+  EXPECT_EQ(tc.allocs, 6u);
+  EXPECT_EQ(tc.frees, 3u);
+  EXPECT_EQ(tc.segment_allocs, 1u);
+  EXPECT_EQ(tc.segment_frees, 0u);
+  EXPECT_EQ(tc.ooms, 1u);
+  EXPECT_EQ(tc.live_blocks, 3u);
+  EXPECT_EQ(tc.live_block_bytes, 4096u + 8192u + 100u);
+  // Tensor blocks are leaks grouped by site; the segment is cached, not leaked.
+  EXPECT_EQ(p.summary.leaked_bytes, 4096u + 8192u + 100u);
+  EXPECT_EQ(p.summary.leaked_allocations, 3u);
+  ASSERT_EQ(p.leaks.size(), 3u);
+  EXPECT_EQ(p.leaks[0].kind, "cached");
+  EXPECT_EQ(p.leaks[0].bytes, 20 * MiB);
+  EXPECT_FALSE(p.leaks[0].torch_block);
+  EXPECT_EQ(p.leaks[1].kind, "leak");
+  EXPECT_TRUE(p.leaks[1].torch_block);
+  EXPECT_EQ(p.leaks[1].bytes, 4096u + 8192u);
+  EXPECT_EQ(p.leaks[1].count, 2u);
+  ASSERT_FALSE(p.leaks[1].stack.empty());
+  EXPECT_EQ(p.leaks[1].stack[0].pc, kAppBase + 0x3000);
+  EXPECT_EQ(p.leaks[2].bytes, 100u);
+  EXPECT_NE(p.leaks[1].id, p.leaks[2].id);
+  // Torch blocks do not count as device memory (their segments do).
+  EXPECT_EQ(p.summary.peak_bytes, 20 * MiB);
+  // The report: api and memory of torch blocks, the torch summary, cached excluded from all_leaks.
+  auto leaks = an::all_leaks(r, /*include_suppressed=*/false);
+  ASSERT_EQ(leaks.size(), 2u);
+  std::string json = an::report_json(r).dump();
+  EXPECT_NE(json.find("\"torch.alloc\""), std::string::npos);
+  EXPECT_NE(json.find("\"torch_block\""), std::string::npos);
+  EXPECT_NE(json.find("\"cached\""), std::string::npos);
+  EXPECT_NE(json.find("\"live_block_bytes\""), std::string::npos);
+}
+
+TEST(Replay, WithoutTorchEventsSegmentsStayLeaks) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.alloc(0xa000000, 20 * MiB, 1);
+  t.end();
+  an::Report r = analyze(t, dir);
+  ASSERT_EQ(r.processes[0].leaks.size(), 1u);
+  EXPECT_EQ(r.processes[0].leaks[0].kind, "leak");
+  EXPECT_EQ(r.processes[0].summary.torch.events, 0u);
+}

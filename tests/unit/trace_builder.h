@@ -86,6 +86,14 @@ class TraceBuilder {
     r.id = id; r.frame_count = static_cast<uint32_t>(frames.size()); r.frames = frames.data();
     return add(r);
   }
+  // A TorchEvent (the torch bridge): action, block/segment address (oom: free bytes), size.
+  TraceBuilder& torch(gf::TorchAction action, uint64_t address, uint64_t size, uint64_t stack_id = 0,
+                      int32_t device = 0) {
+    gf::TorchEventRecord r;
+    r.time_ns = tick(); r.thread_id = 1; r.device = device; r.action = action;
+    r.address = address; r.size = size; r.stack_id = stack_id;
+    return add(r);
+  }
   TraceBuilder& alloc(uint64_t address, uint64_t size, uint64_t stack_id = 0,
                       gf::Api api = gf::Api::kCudaMalloc, gf::MemoryKind kind = gf::MemoryKind::kDevice,
                       int32_t device = 0) {

@@ -13,12 +13,14 @@ namespace gpumemshim::analyzer {
 // A group of surviving allocations that share a call site (symbolized stack + api + memory kind).
 struct SiteGroup {
   std::string id;            // stable short hex hash of the symbolized stack + api
-  std::string kind;          // "leak" (DESIGN §8 (c)); later: "retained", "growth", ...; for
+  std::string kind;          // "leak", "cached" (a caching allocator's segment in a trace with
+                             // torch events: not a leak, not in leaked_bytes); "leak" (DESIGN §8 (c)); later: "retained", "growth", ...; for
                              // address space: "unreleased"
   uint64_t bytes = 0;
   uint64_t count = 0;
   Api api = Api::kUnknown;
   MemoryKind memory = MemoryKind::kDevice;
+  bool torch_block = false;  // PyTorch tensor blocks: api "torch.alloc", memory "torch_block"
   int32_t device = 0;        // -1 when the group spans several devices
   uint64_t pid = 0;
   uint64_t first_time_ns = 0;

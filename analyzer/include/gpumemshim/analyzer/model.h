@@ -59,6 +59,18 @@ struct KindCounters {
 };
 using ByKind = std::array<KindCounters, format::kMemoryKindMax + 1>;
 
+// PyTorch caching-allocator events (TorchEvent records of the torch bridge).
+struct TorchCounters {
+  uint64_t events = 0;          // every TorchEvent record, any action
+  uint64_t allocs = 0;          // tensor blocks handed out
+  uint64_t frees = 0;           // blocks back in the cache (free_completed)
+  uint64_t segment_allocs = 0;
+  uint64_t segment_frees = 0;
+  uint64_t ooms = 0;
+  uint64_t live_blocks = 0;     // at the end of the trace
+  uint64_t live_block_bytes = 0;
+};
+
 struct Summary {
   uint64_t allocations = 0;         // successful allocation records
   uint64_t frees = 0;               // successful frees that matched a live allocation
@@ -74,6 +86,7 @@ struct Summary {
   uint64_t steps = 0;
   uint64_t ranges = 0;  // range pushes (NVTX ranges, expect_no_leak regions)
   ByKind by_kind{};
+  TorchCounters torch{};
 };
 
 // One marker record, as the report lists it.

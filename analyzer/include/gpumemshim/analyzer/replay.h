@@ -18,6 +18,7 @@ struct LiveAlloc {
   Api api = Api::kUnknown;
   MemoryKind kind = MemoryKind::kDevice;
   uint64_t step = 0;  // steps seen before the allocation (for step-aware findings later)
+  bool torch_block = false;  // a tensor block of PyTorch's caching allocator (TorchEvent alloc)
 };
 
 struct FailureEvent {
@@ -43,6 +44,7 @@ class Replay {
   void failed(const format::AllocFailedRecord& r);
   void meminfo(const format::MemInfoRecord& r);
   void marker(const format::MarkerRecord& r);
+  void torch(const format::TorchEventRecord& r);
   void seen_time(uint64_t t) { if (t > last_time_ns_) last_time_ns_ = t; }
 
   const Summary& summary() const { return summary_; }
@@ -69,6 +71,7 @@ class Replay {
   void remove(std::unordered_map<Key, LiveAlloc, KeyHash>::iterator it);
 
   std::unordered_map<Key, LiveAlloc, KeyHash> live_;
+  std::unordered_map<uint64_t, LiveAlloc> torch_live_;  // tensor blocks by address
   Summary summary_;
   std::vector<FailureEvent> failures_;
   std::unordered_map<int32_t, std::pair<uint64_t, uint64_t>> meminfo_;  // device -> free, total

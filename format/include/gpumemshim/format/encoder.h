@@ -128,6 +128,19 @@ inline size_t encode(uint8_t* out, size_t cap, const AllocFailedRecord& r) {
   });
 }
 
+inline size_t encode(uint8_t* out, size_t cap, const TorchEventRecord& r) {
+  return detail::event_frame(out, cap, RecordType::kTorchEvent, [&](uint8_t* p) {
+    p = detail::put_varint(p, r.time_ns);
+    p = detail::put_varint(p, r.thread_id);
+    p = detail::put_svarint(p, r.device);
+    p = detail::put_varint(p, r.stream);
+    *p++ = static_cast<uint8_t>(r.action);
+    p = detail::put_varint(p, r.address);
+    p = detail::put_varint(p, r.size);
+    return detail::put_varint(p, r.stack_id);
+  });
+}
+
 inline size_t encode(uint8_t* out, size_t cap, const MemInfoRecord& r) {
   return detail::event_frame(out, cap, RecordType::kMemInfo, [&](uint8_t* p) {
     p = detail::put_varint(p, r.time_ns);

@@ -25,6 +25,7 @@ enum class RecordType : uint8_t {
   kEnd = 11,
   kPyCode = 12,
   kPyStack = 13,
+  kTorchEvent = 14,
 };
 
 // Which API call made the event. Values are part of the format: append only.
@@ -73,6 +74,20 @@ enum class MemoryKind : uint8_t {
   kReservation = 7,   // VMM virtual address reservation (no memory)
 };
 inline constexpr uint8_t kMemoryKindMax = 7;
+
+// What a PyTorch caching-allocator event (TorchEvent record) reports. Values are part of the
+// format: append only.
+enum class TorchAction : uint8_t {
+  kAlloc = 1,          // a tensor block handed out
+  kFreeRequested = 2,  // the block was released by its owner (may still be in use on a stream)
+  kFreeCompleted = 3,  // the block is back in the cache
+  kSegmentAlloc = 4,   // the allocator got memory from the device (cudaMalloc)
+  kSegmentFree = 5,    // ... and gave it back
+  kSegmentMap = 6,     // expandable segments: a range mapped
+  kSegmentUnmap = 7,   // ... and unmapped
+  kOom = 8,            // the allocator raised OutOfMemoryError: address = device free bytes
+};
+inline constexpr uint8_t kTorchActionMax = 8;
 
 enum class MarkerKind : uint8_t { kMark = 1, kStep = 2, kRangePush = 3, kRangePop = 4 };
 
@@ -197,7 +212,20 @@ struct PyStackRecord {
   const PyFrameRef* frames = nullptr;  // encoder input
 };
 
+// One event of PyTorch's caching allocator (the torch bridge, libgpumemshim_torch.so).
+struct TorchEventRecord {
+  uint64_t time_ns = 0;
+  uint64_t thread_id = 0;
+  int32_t device = 0;
+  uint64_t stream = 0;
+  TorchAction action = TorchAction::kAlloc;
+  uint64_t address = 0;  // kOom: the device's free bytes
+  uint64_t size = 0;
+  uint64_t stack_id = 0;  // 0: no stack
+};
+
 std::string_view api_name(Api api);
+std::string_view torch_action_name(TorchAction action);
 std::string_view memory_kind_name(MemoryKind kind);
 std::string_view marker_kind_name(MarkerKind kind);
 

@@ -1,0 +1,15 @@
+// The shim's entry point for the PyTorch bridge (libgpumemshim_torch.so, DESIGN.md §6). The bridge
+// does not link the shim: it finds this function with dlsym(RTLD_DEFAULT, ...) in a preloaded
+// process. It is called from PyTorch's allocator trace tracker, under the allocator's lock, on the
+// allocating thread, usually without the GIL: it takes no lock, allocates nothing, never calls
+// into Python and never fails.
+#pragma once
+#include <cstdint>
+
+#include "marker_api.h"
+
+// action: a format::TorchAction value (1 alloc, 2 free_requested, 3 free_completed,
+// 4 segment_alloc, 5 segment_free, 6 segment_map, 7 segment_unmap, 8 oom: address = device free
+// bytes). Other values are ignored. stream: the cudaStream_t as an integer.
+GPUMEMSHIM_API void gpumemshim_torch_event(int action, int device, uint64_t address, uint64_t size,
+                                           uint64_t stream);

@@ -1,0 +1,94 @@
+// libgpumemshim_torch.so: the bridge from PyTorch's CUDA caching allocator to the shim (DESIGN.md
+// §6). Loaded into a torch process (by python/gpumemshim attach_torch()), it attaches an allocator
+// trace tracker and an OOM observer that forward every tensor-level event to the shim's
+// gpumemshim_torch_event, found with dlsym in the global scope: the bridge does not link the shim,
+// and without the shim it attaches nothing. It links torch's libc10/libc10_cuda, which a torch
+// process has already loaded. Nothing here may throw into Python.
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+
+#include "translate.h"
+
+namespace {
+
+using TorchEventFn = void (*)(int action, int device, uint64_t address, uint64_t size,
+                              uint64_t stream);
+
+std::atomic<TorchEventFn> g_event{nullptr};
+std::atomic<bool> g_attached{false};
+
+// The trace tracker reports an OOM under the allocator lock, then the allocator calls its OOM
+// observers on the same thread: record the OOM once, from whichever comes first.
+// initial-exec: static TLS, so the first use on a thread allocates nothing (under the lock).
+thread_local bool t_oom_recorded __attribute__((tls_model("initial-exec"))) = false;
+
+namespace th = gpumemshim::torch_hooks;
+using c10::CachingDeviceAllocator::TraceEntry;
+
+// Under the per-device allocator lock: no locks, no heap, no GIL, no calls into torch.
+void on_trace_entry(const TraceEntry& e) noexcept {
+  TorchEventFn fn = g_event.load(std::memory_order_relaxed);
+  if (!fn) return;
+  th::TorchTraceEvent m;
+  m.action_index = static_cast<int>(e.action_);
+  m.device = static_cast<int>(e.device_);
+  m.addr = static_cast<uint64_t>(e.addr_);
+  m.size = static_cast<uint64_t>(e.size_);
+  m.stream = reinterpret_cast<uintptr_t>(e.stream_);
+  th::TorchEventArgs a = th::translate(m);
+  if (a.action == th::kSkip) return;
+  if (m.action_index == static_cast<int>(TraceEntry::OOM)) t_oom_recorded = true;
+  fn(a.action, a.device, a.address, a.size, a.stream);
+}
+
+void on_oom(int64_t device, size_t allocated, size_t /*device_total*/, size_t device_free) noexcept {
+  if (t_oom_recorded) {  // the trace tracker recorded this one
+    t_oom_recorded = false;
+    return;
+  }
+  TorchEventFn fn = g_event.load(std::memory_order_relaxed);
+  if (!fn) return;
+  th::TorchTraceEvent m;
+  m.action_index = static_cast<int>(TraceEntry::OOM);
+  m.device = static_cast<int>(device);
+  m.addr = static_cast<uint64_t>(device_free);
+  m.size = static_cast<uint64_t>(allocated);
+  th::TorchEventArgs a = th::translate(m);
+  fn(a.action, a.device, a.address, a.size, a.stream);
+}
+
+}  // namespace
+
+// 1: the tracker and the OOM observer are attached (now or by an earlier call); 0: not possible
+// (no shim in the process, allocator not initialised, a backend other than the native caching
+// allocator, or torch refused). Never throws.
+extern "C" __attribute__((visibility("default"))) int gpumemshim_torch_attach(void) {
+  if (g_attached.load()) return 1;
+  static std::mutex attach_mutex;  // attaching is rare; never on the allocator's path
+  try {
+    std::lock_guard<std::mutex> lock(attach_mutex);
+    if (g_attached.load()) return 1;
+    auto fn = reinterpret_cast<TorchEventFn>(dlsym(RTLD_DEFAULT, "gpumemshim_torch_event"));
+    if (!fn) return 0;  // the shim is not loaded: nothing to record into
+    namespace alloc = c10::cuda::CUDACachingAllocator;
+    alloc::CUDAAllocator* a = alloc::get();
+    if (!a || !a->initialized()) return 0;  // torch asserts attaching before initialisation
+    if (a->name() != "native") return 0;    // cudaMallocAsync or a pluggable allocator
+    g_event.store(fn);
+    a->attachAllocatorTraceTracker([](const TraceEntry& e) { on_trace_entry(e); });
+    g_attached.store(true);  // a tracker can not be detached: never attach a second one
+    a->attachOutOfMemoryObserver(
+        [](int64_t device, size_t allocated, size_t total, size_t free_bytes) {
+          on_oom(device, allocated, total, free_bytes);
+        });
+    return 1;
+  } catch (...) {
+    return g_attached.load() ? 1 : 0;  // the tracker is on even if the OOM observer failed
+  }
+}
