@@ -65,6 +65,12 @@ void on_oom(int64_t device, size_t allocated, size_t /*device_total*/, size_t de
 
 }  // namespace
 
+// The torch version this bridge was compiled against ("" when unknown): loading it into another
+// torch would read TraceEntry with the wrong layout, so the Python package compares first.
+extern "C" __attribute__((visibility("default"))) const char* gpumemshim_torch_version(void) {
+  return GPUMEMSHIM_TORCH_VERSION;
+}
+
 // 1: the tracker and the OOM observer are attached (now or by an earlier call); 0: not possible
 // (no shim in the process, allocator not initialised, a backend other than the native caching
 // allocator, or torch refused). Never throws.

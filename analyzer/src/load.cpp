@@ -43,19 +43,37 @@ class EventQueue {
     last_ = std::max(last_, r.time_ns);
     events_.emplace_back(r);
   }
-  void replay_into(Replay& replay) {
+  void replay_into(Replay& replay, BackwardAttribution& backward) {
     auto time = [](const TimedEvent& e) { return std::visit([](const auto& r) { return r.time_ns; }, e); };
     if (!sorted_)
       std::stable_sort(events_.begin(), events_.end(),
                        [&](const TimedEvent& a, const TimedEvent& b) { return time(a) < time(b); });
     for (const TimedEvent& e : events_) {
       switch (e.index()) {
-        case 0: replay.alloc(std::get<0>(e)); break;
+        case 0: {
+          fmtr::AllocRecord r = std::get<0>(e);
+          r.stack_id = backward.attribute(r.thread_id, r.stack_id);
+          replay.alloc(r);
+          break;
+        }
         case 1: replay.free(std::get<1>(e)); break;
-        case 2: replay.failed(std::get<2>(e)); break;
+        case 2: {
+          fmtr::AllocFailedRecord r = std::get<2>(e);
+          r.stack_id = backward.attribute(r.thread_id, r.stack_id);
+          replay.failed(r);
+          break;
+        }
         case 3: replay.meminfo(std::get<3>(e)); break;
-        case 4: replay.marker(std::get<4>(e)); break;
-        case 5: replay.torch(std::get<5>(e)); break;
+        case 4:
+          backward.marker(std::get<4>(e));
+          replay.marker(std::get<4>(e));
+          break;
+        case 5: {
+          fmtr::TorchEventRecord r = std::get<5>(e);
+          r.stack_id = backward.attribute(r.thread_id, r.stack_id);
+          replay.torch(r);
+          break;
+        }
       }
     }
     events_.clear();
@@ -220,7 +238,9 @@ LoadedTrace load_trace(const std::string& path) {
         break;
     }
   }
-  events.replay_into(t.replay);  // while the file is mapped: markers point into it
+  BackwardAttribution backward(
+      [&t](uint64_t stack_id) { return t.py_stacks.count(stack_id) != 0; }, t.attributed_stacks);
+  events.replay_into(t.replay, backward);  // while the file is mapped: markers point into it
   return t;
 }
 

@@ -60,7 +60,32 @@ bool is_framework_frame(const Frame& f) {
          is_python_internal(f) || is_cuda_internal(f);
 }
 
+bool is_framework_python_frame(const Frame& f) {
+  if (!f.python) return false;
+  std::string_view file = f.file;
+  return file.find("/site-packages/torch/") != std::string_view::npos ||
+         file.find("/dist-packages/torch/") != std::string_view::npos ||
+         file.find("/gpumemshim/_autoattach.py") != std::string_view::npos ||
+         file.find("/gpumemshim/__init__.py") != std::string_view::npos ||
+         file.starts_with("<frozen importlib");
+}
+
 namespace {
+// The grad_fn a native autograd frame runs (torch::autograd::generated::MmBackward0::apply →
+// "MmBackward0"), or "" when the frame is not one.
+std::string_view grad_fn_name(const Frame& f) {
+  std::string_view fn = f.function;
+  size_t apply = fn.find("::apply(");
+  if (apply == std::string_view::npos) {
+    if (!fn.ends_with("::apply")) return {};
+    apply = fn.size() - 7;
+  }
+  std::string_view cls = fn.substr(0, apply);
+  size_t colon = cls.rfind("::");
+  if (colon != std::string_view::npos) cls = cls.substr(colon + 2);
+  return cls.find("Backward") != std::string_view::npos ? cls : std::string_view{};
+}
+
 // One Python frame, named from its PyCode record (unknown code ids keep what is known: nothing).
 Frame python_frame(const LoadedTrace& trace, const format::PyFrameRef& ref) {
   Frame f;
@@ -153,9 +178,50 @@ std::vector<std::vector<Frame>> StackView::native_groups(const std::vector<uint6
   return groups;
 }
 
+// An autograd-thread event inside a backward pass: the grad_fn it ran (or else its innermost
+// frame outside PyTorch), then the backward() caller's stack.
+std::vector<Frame> StackView::attributed_frames(uint64_t own_id, uint64_t caller_id) {
+  std::vector<Frame> own = frames(own_id);
+  std::vector<Frame> out;
+  Frame grad_fn;
+  for (const Frame& f : raw_frames(own_id)) {
+    std::string_view name = grad_fn_name(f);
+    if (name.empty()) continue;
+    grad_fn.function = std::string(name);
+    grad_fn.module = "grad_fn";
+    out.push_back(std::move(grad_fn));
+    break;
+  }
+  if (out.empty()) {
+    for (const Frame& f : own) {
+      if (is_framework_frame(f)) continue;
+      out.push_back(f);
+      break;
+    }
+  }
+  const std::vector<Frame>& caller = frames(caller_id);
+  out.insert(out.end(), caller.begin(), caller.end());
+  if (out.size() > max_frames_) out.resize(max_frames_);
+  return out;
+}
+
+// Symbolized native (and Python) frames, before any frame is dropped.
+std::vector<Frame> StackView::raw_frames(uint64_t stack_id) {
+  std::vector<Frame> out;
+  auto it = trace_.stacks.find(stack_id);
+  if (it == trace_.stacks.end()) return out;
+  for (auto& group : native_groups(it->second))
+    for (Frame& f : group) out.push_back(std::move(f));
+  return out;
+}
+
 const std::vector<Frame>& StackView::frames(uint64_t stack_id) {
   auto cached = cache_.find(stack_id);
   if (cached != cache_.end()) return cached->second;
+  if (auto a = trace_.attributed_stacks.find(stack_id); a != trace_.attributed_stacks.end()) {
+    std::vector<Frame> composed = attributed_frames(a->second.first, a->second.second);
+    return cache_[stack_id] = std::move(composed);
+  }
   std::vector<Frame>& out = cache_[stack_id];
   auto it = trace_.stacks.find(stack_id);
   if (stack_id == 0 || it == trace_.stacks.end()) return out;
@@ -178,6 +244,17 @@ const std::vector<Frame>& StackView::frames(uint64_t stack_id) {
          (has_python ? is_framework_frame(out[first_user]) : is_cuda_internal(out[first_user])))
     ++first_user;
   if (first_user < out.size()) out.erase(out.begin(), out.begin() + static_cast<long>(first_user));
+  // Then the framework's own Python (torch's modules, this package's wrappers) above the script's
+  // line, when the script has a line further out.
+  if (has_python) {
+    size_t first_script = 0;
+    while (first_script < out.size() &&
+           (!out[first_script].python ? is_framework_frame(out[first_script])
+                                      : is_framework_python_frame(out[first_script])))
+      ++first_script;
+    if (first_script < out.size() && first_script > 0)
+      out.erase(out.begin(), out.begin() + static_cast<long>(first_script));
+  }
   if (out.size() > max_frames_) out.resize(max_frames_);
   return out;
 }

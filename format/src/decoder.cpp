@@ -187,6 +187,7 @@ bool decode(const RawRecord& raw, MarkerRecord& o) {
   o.time_ns = r.varint(); o.thread_id = r.varint();
   o.kind = static_cast<MarkerKind>(r.u8());
   o.name = r.bytes();
+  o.stack_id = r.remaining() ? r.varint() : 0;  // a trailing field: older writers omit it
   return !r.failed();
 }
 

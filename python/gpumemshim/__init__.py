@@ -22,13 +22,9 @@ allocator (DESIGN.md §6)::
     x = torch.zeros(1, device="cuda")   # CUDA (and the caching allocator) initialised
     gpumemshim.attach_torch()
 
-TODO(auto-attach): zero code change (DESIGN.md §6). `gpumemshim record` (and a documented
-PYTHONPATH entry for plain LD_PRELOAD) puts a directory holding a ``sitecustomize.py`` on the
-Python path; it chains to any existing sitecustomize, then installs a ``sys.meta_path`` finder
-(or a ``torch`` import hook) that, once ``torch`` is imported, registers a callback for CUDA
-initialisation (``torch.cuda._lazy_call`` / ``torch.cuda._queued_calls``) which calls
-``attach_torch()``; the same hook adds the optimizer global step post hook as a step marker.
-Without a matching bridge it prints the one info line and the run stays runtime-level.
+Under the shim this happens by itself (zero code change): the shim's sitecustomize
+(python/boot) attaches the bridge right after torch initialises CUDA, adds a step marker after every
+``optimizer.step()`` and a ``torch.backward`` range around backward passes (see _autoattach.py).
 """
 
 import os
@@ -43,7 +39,7 @@ _api = None  # None: not looked up yet; False: no shim; else a _Api
 
 
 class _Api:
-    __slots__ = ("mark", "step", "region_begin", "region_end", "active")
+    __slots__ = ("mark", "step", "region_begin", "region_end", "range_push", "range_pop", "active")
 
     def __init__(self, lib, ctypes):
         for attr in self.__slots__:
@@ -169,9 +165,16 @@ def attach_torch():
 
     Returns True when tensor-level events are being recorded (now or by an earlier call), False
     when not possible: no shim, torch not imported or its CUDA not initialised yet (call again
-    later), no bridge found (one info line on stderr), or the bridge declined (e.g. the
-    cudaMallocAsync backend). Never imports torch and never raises."""
-    global _torch_attached, _torch_no_bridge_said
+    later), no bridge found or one built for another torch (one info line on stderr), or the
+    bridge declined (the cudaMallocAsync backend or a pluggable allocator: one info line).
+    Never imports torch and never raises."""
+    return _attach_torch(cuda_ready=False)
+
+
+def _attach_torch(cuda_ready):
+    # cuda_ready: called from torch's CUDA-initialisation queue, where torch.cuda.is_initialized()
+    # is still False although the allocator is ready.
+    global _torch_attached
     if _torch_attached:
         return True
     try:
@@ -180,19 +183,18 @@ def attach_torch():
         torch = sys.modules.get("torch")
         if torch is None:
             return False
-        try:
-            if not torch.cuda.is_initialized():
+        if not cuda_ready:
+            try:
+                if not torch.cuda.is_initialized():
+                    return False
+            except Exception:
                 return False
-        except Exception:
-            return False
         with _torch_lock:
             if _torch_attached:
                 return True
             path = _bridge_path()
             if path is None:
-                if not _torch_no_bridge_said:
-                    _torch_no_bridge_said = True
-                    _info("no torch bridge (%s) found next to the shim or in "
+                _say_once("no torch bridge (%s) found next to the shim or in "
                           "GPUMEMSHIM_TORCH_BRIDGE: recording runtime-level events only" % _BRIDGE_NAME)
                 return False
             import ctypes
@@ -201,14 +203,50 @@ def attach_torch():
                 lib = ctypes.CDLL(path)
                 fn = lib.gpumemshim_torch_attach
             except (OSError, AttributeError) as e:
-                if not _torch_no_bridge_said:
-                    _torch_no_bridge_said = True
-                    _info("cannot load the torch bridge %s (%s): recording runtime-level events only"
+                _say_once("cannot load the torch bridge %s (%s): recording runtime-level events only"
                           % (path, e))
+                return False
+            built_for = _bridge_torch_version(lib, ctypes)
+            running = str(getattr(torch, "__version__", ""))
+            if built_for is not None and built_for != running:
+                _say_once("the torch bridge %s was built for torch %s, this is torch %s: "
+                          "recording runtime-level events only" % (path, built_for, running))
                 return False
             fn.argtypes = []
             fn.restype = ctypes.c_int
             _torch_attached = fn() == 1
+            if not _torch_attached:
+                _say_once("torch bridge not attached (the allocator backend is %s: no "
+                          "tensor-level events): recording runtime-level events only"
+                          % _allocator_backend(torch))
+            else:
+                if os.environ.get("GPUMEMSHIM_LOG", "").strip().lower() in ("info", "debug"):
+                    _info("torch bridge attached (torch %s): tensor-level events" % running)
             return _torch_attached
     except Exception:
         return False
+
+
+def _bridge_torch_version(lib, ctypes):
+    try:
+        fn = lib.gpumemshim_torch_version
+    except AttributeError:
+        return None
+    fn.argtypes = []
+    fn.restype = ctypes.c_char_p
+    value = fn()
+    return value.decode("utf-8", "replace") if value else None
+
+
+def _allocator_backend(torch):
+    try:
+        return torch.cuda.memory.get_allocator_backend()
+    except Exception:
+        return "unknown"
+
+
+def _say_once(message):
+    global _torch_no_bridge_said
+    if not _torch_no_bridge_said:
+        _torch_no_bridge_said = True
+        _info(message)

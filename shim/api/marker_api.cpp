@@ -59,4 +59,16 @@ GPUMEMSHIM_API void gpumemshim_region_end(const char* name) {
   shim::record_marker(MarkerKind::kRangePop, shim::region_name(name, buf));
 }
 
+GPUMEMSHIM_API void gpumemshim_range_push(const char* name) {
+  if (shim::recording_off()) return;
+  char buf[shim::kMaxName + 1];
+  shim::record_marker(MarkerKind::kRangePush, shim::cut(name, buf));
+}
+
+GPUMEMSHIM_API void gpumemshim_range_pop(const char* name) {
+  if (shim::recording_off()) return;
+  char buf[shim::kMaxName + 1];
+  shim::record_marker(MarkerKind::kRangePop, shim::cut(name, buf));
+}
+
 GPUMEMSHIM_API int gpumemshim_active(void) { return shim::recording_off() ? 0 : 1; }

@@ -13,5 +13,9 @@ GPUMEMSHIM_API void gpumemshim_step(const char* name);
 // An expect_no_leak region: a range push / pop named "expect_no_leak:<name>" (`name` may be NULL).
 GPUMEMSHIM_API void gpumemshim_region_begin(const char* name);
 GPUMEMSHIM_API void gpumemshim_region_end(const char* name);
+// A plain named range (MarkerKind::kRangePush / kRangePop), e.g. "torch.backward" around a
+// backward pass: allocations of other threads inside it are attributed to its caller's stack.
+GPUMEMSHIM_API void gpumemshim_range_push(const char* name);
+GPUMEMSHIM_API void gpumemshim_range_pop(const char* name);
 // 1 while the shim records (not disabled, trace writable so far), else 0.
 GPUMEMSHIM_API int gpumemshim_active(void);

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <new>
 
+#include "../boot/python_path.h"
 #include "../config.h"
 #include "../log.h"
 #include "../stack/native_stack.h"
@@ -121,7 +122,10 @@ void read_config_once() {
   while (g_config_state.load(std::memory_order_acquire) != 2) sched_yield();
 }
 
-__attribute__((constructor)) void shim_constructor() { read_config_once(); }
+__attribute__((constructor)) void shim_constructor() {
+  read_config_once();
+  if (g_status.load() != kOff) add_python_boot_path();
+}
 
 __attribute__((destructor)) void shim_destructor() {
   if (g_status.load() != kRecording) return;
@@ -306,7 +310,10 @@ void record_mem_info(int device, uint64_t free_bytes, uint64_t total_bytes) {
 void record_marker(fmtrec::MarkerKind kind, const char* name) {
   ThreadState* s = recording_thread();
   if (!s) return;
-  emit(s, fmtrec::MarkerRecord{now(), s->thread_id, kind, name ? name : ""});
+  // Markers are rare (steps, regions, backward passes): their caller's stack is worth its cost; it
+  // places regions in the source and gives autograd threads' allocations their backward() site.
+  uint64_t stack = current_stack(s);
+  emit(s, fmtrec::MarkerRecord{now(), s->thread_id, kind, name ? name : "", stack});
 }
 
 }  // namespace gpumemshim::shim

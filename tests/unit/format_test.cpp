@@ -113,6 +113,19 @@ TEST(FormatRoundTrip, MemInfoMarkerDeviceAttributeEnd) {
   t2.add(gf::MarkerRecord{6, 9, gf::MarkerKind::kStep, "step 3"});
   auto k = read_back<gf::MarkerRecord>(t2, gf::RecordType::kMarker);
   EXPECT_EQ(k.time_ns, 6u); EXPECT_EQ(k.thread_id, 9u); EXPECT_EQ(k.kind, gf::MarkerKind::kStep); EXPECT_EQ(k.name, "step 3");
+  EXPECT_EQ(k.stack_id, 0u);
+
+  TraceBuilder t2s;
+  t2s.add(gf::MarkerRecord{7, 9, gf::MarkerKind::kRangePush, "torch.backward", 0xfeedbeefcafeull});
+  auto ks = read_back<gf::MarkerRecord>(t2s, gf::RecordType::kMarker);
+  EXPECT_EQ(ks.name, "torch.backward"); EXPECT_EQ(ks.stack_id, 0xfeedbeefcafeull);
+
+  // A marker written before the stack field existed ends after its name: it has no stack.
+  TraceBuilder t2o;
+  t2o.raw(static_cast<uint8_t>(gf::RecordType::kMarker), std::string("\x08\x09\x02\x02s1", 6));
+  auto ko = read_back<gf::MarkerRecord>(t2o, gf::RecordType::kMarker);
+  EXPECT_EQ(ko.time_ns, 8u); EXPECT_EQ(ko.kind, gf::MarkerKind::kStep); EXPECT_EQ(ko.name, "s1");
+  EXPECT_EQ(ko.stack_id, 0u);
 
   TraceBuilder t3;
   t3.add(gf::DeviceRecord{1, 141ull << 30, "NVIDIA H200"});

@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gpumemshim/analyzer/backward_attribution.h"
 #include "gpumemshim/analyzer/model.h"
 #include "gpumemshim/analyzer/replay.h"
 
@@ -27,6 +28,9 @@ struct LoadedTrace {
   // Python frames of a stack id (PyStack records), innermost first; code ids key py_codes.
   std::unordered_map<uint64_t, std::vector<format::PyFrameRef>> py_stacks;
   std::unordered_map<uint64_t, PyCodeInfo> py_codes;
+  // Stack ids the analyzer made for autograd-thread events inside a backward pass (see
+  // backward_attribution.h): own stack + the backward() caller's stack.
+  AttributedStacks attributed_stacks;
   std::vector<std::pair<std::string, std::string>> attributes;
   TraceStats stats;
   Replay replay;

@@ -26,6 +26,8 @@ class StackView {
  private:
   // One group per pc (its inlined frames first, then the function), the shim's frames skipped.
   std::vector<std::vector<Frame>> native_groups(const std::vector<uint64_t>& pcs);
+  std::vector<Frame> raw_frames(uint64_t stack_id);
+  std::vector<Frame> attributed_frames(uint64_t own_id, uint64_t caller_id);
 
   const LoadedTrace& trace_;
   size_t max_frames_;
@@ -44,6 +46,10 @@ bool is_cuda_internal(const Frame& frame);
 // (libc10*, libtorch*, torch's _C, the interpreter, ctypes/libffi) and CUDA's own frames: dropped
 // above the first Python frame.
 bool is_framework_frame(const Frame& frame);
+
+// True for Python frames of the framework itself (torch's package, gpumemshim's wrappers, frozen
+// importlib): dropped above the script's first line.
+bool is_framework_python_frame(const Frame& frame);
 
 // True for native frames of the Python interpreter, libffi and _ctypes: dropped when the stack has
 // Python frames (those say the same thing at the Python level).

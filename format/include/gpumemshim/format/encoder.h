@@ -153,7 +153,7 @@ inline size_t encode(uint8_t* out, size_t cap, const MemInfoRecord& r) {
 inline size_t encode(uint8_t* out, size_t cap, const MarkerRecord& r) {
   return detail::frame(out, cap, RecordType::kMarker, [&](ByteWriter& w) {
     w.varint(r.time_ns); w.varint(r.thread_id); w.u8(static_cast<uint8_t>(r.kind));
-    w.bytes(r.name);
+    w.bytes(r.name); w.varint(r.stack_id);
   });
 }
 

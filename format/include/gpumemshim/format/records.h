@@ -167,6 +167,7 @@ struct MarkerRecord {
   uint64_t thread_id = 0;
   MarkerKind kind = MarkerKind::kMark;
   std::string_view name;
+  uint64_t stack_id = 0;  // the caller's stack (0: none); absent in traces before v1.1 markers
 };
 
 struct DeviceRecord {

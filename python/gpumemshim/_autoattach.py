@@ -1,0 +1,140 @@
+"""Attaches the PyTorch bridge at CUDA initialisation, with no change to the user's script.
+
+Run by the shim's sitecustomize (python/boot). When ``torch.cuda`` is imported, its
+``_lazy_call`` queue gets a callback that runs right after torch has initialised CUDA and its
+caching allocator; the callback loads ``libgpumemshim_torch.so`` (when its torch version matches),
+attaches it, and adds
+
+- a global optimizer step post hook: a step marker named ``optimizer.step`` after every
+  ``torch.optim.Optimizer.step`` (DESIGN.md §6);
+- a range named ``torch.backward`` around ``torch.autograd.backward`` / ``torch.autograd.grad``:
+  the analyzer gives allocations that autograd's device threads make inside it the stack of the
+  ``backward()`` call (those threads run no Python).
+
+With the cudaMallocAsync backend, a pluggable allocator, or no matching bridge: one info line,
+and the trace keeps its runtime-level events.
+"""
+
+import os
+import sys
+
+_installed = False
+
+
+def install():
+    """Arms the hook once; the import of torch (now or later) triggers the rest."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    if os.environ.get("GPUMEMSHIM_TORCH", "1").strip() == "0":
+        return
+    cuda = sys.modules.get("torch.cuda")
+    if cuda is not None:
+        _arm(cuda)
+    else:
+        sys.meta_path.insert(0, _TorchCudaFinder())
+
+
+class _TorchCudaFinder:
+    """A meta path finder that only watches for ``torch.cuda``: it asks the other finders for the
+    module's spec and runs ``_arm`` right after the module has executed."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != "torch.cuda":
+            return None
+        try:
+            sys.meta_path.remove(self)  # once is enough, and it keeps imports untouched after
+        except ValueError:
+            pass
+        spec = None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                break
+        loader = getattr(spec, "loader", None)
+        exec_module = getattr(loader, "exec_module", None)
+        if exec_module is None:
+            return spec
+
+        def exec_and_arm(module):
+            exec_module(module)
+            _arm(module)
+
+        try:
+            loader.exec_module = exec_and_arm  # this loader instance serves this spec only
+        except Exception:
+            pass
+        return spec
+
+
+def _arm(cuda):
+    try:
+        lazy_call = getattr(cuda, "_lazy_call", None)
+        if lazy_call is None:
+            import gpumemshim
+
+            gpumemshim._info("this torch has no torch.cuda._lazy_call: call "
+                             "gpumemshim.attach_torch() after CUDA is initialised")
+            return
+        lazy_call(_on_cuda_initialised)  # runs now when CUDA is already initialised
+    except Exception:
+        pass
+
+
+def _on_cuda_initialised():
+    # Runs inside torch.cuda._lazy_init: it must never raise.
+    try:
+        import gpumemshim
+
+        if gpumemshim._attach_torch(cuda_ready=True):
+            _add_step_hook(gpumemshim)
+            _wrap_backward(gpumemshim)
+    except Exception:
+        pass
+
+
+def _add_step_hook(gpumemshim):
+    optimizer = sys.modules.get("torch.optim.optimizer")
+    register = getattr(optimizer, "register_optimizer_step_post_hook", None)
+    if register is None:
+        gpumemshim._info("no torch.optim global step hook: no automatic step markers")
+        return
+
+    def after_step(opt, args, kwargs):
+        gpumemshim.step("optimizer.step")
+
+    register(after_step)
+
+
+def _wrap_backward(gpumemshim):
+    autograd = sys.modules.get("torch.autograd")
+    if autograd is None:
+        return
+    api = gpumemshim._lookup()
+    if not api:
+        return
+    push, pop = api.range_push, api.range_pop
+    name = b"torch.backward"
+
+    def wrap(fn):
+        import functools
+
+        @functools.wraps(fn)
+        def traced(*args, **kwargs):
+            push(name)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                pop(name)
+
+        traced.__gpumemshim_wrapped__ = True
+        return traced
+
+    for attr in ("backward", "grad"):
+        fn = getattr(autograd, attr, None)
+        if fn is not None and not getattr(fn, "__gpumemshim_wrapped__", False):
+            setattr(autograd, attr, wrap(fn))

@@ -1,0 +1,37 @@
+// A stand-in for libgpumemshim_torch.so in CI (no torch there): the same two exported functions,
+// so the Python package's automatic attach is driven end to end. Attaching reports one segment
+// and one tensor block through the shim's gpumemshim_torch_event, like the real bridge's tracker.
+// fake_backward_alloc plays autograd's device thread: a native thread (no Python frames) that
+// allocates with cudaMalloc while the Python caller waits inside backward().
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <thread>
+
+using TorchEventFn = void (*)(int, int, uint64_t, uint64_t, uint64_t);
+using CudaMallocFn = int (*)(void**, size_t);
+
+extern "C" __attribute__((visibility("default"))) const char* gpumemshim_torch_version(void) {
+  const char* v = std::getenv("FAKE_BRIDGE_TORCH_VERSION");
+  return v ? v : "0.0.0+fake";
+}
+
+extern "C" __attribute__((visibility("default"))) int gpumemshim_torch_attach(void) {
+  auto fn = reinterpret_cast<TorchEventFn>(dlsym(RTLD_DEFAULT, "gpumemshim_torch_event"));
+  if (!fn || std::getenv("FAKE_BRIDGE_DECLINE")) return 0;
+  fn(4, 0, 0x7f0000000000ull, 2u << 20, 0);  // segment_alloc
+  fn(1, 0, 0x7f0000000000ull, 512, 0);       // alloc
+  return 1;
+}
+
+__attribute__((noinline)) static void autograd_thread_alloc(size_t bytes) {
+  auto cuda_malloc = reinterpret_cast<CudaMallocFn>(dlsym(RTLD_DEFAULT, "cudaMalloc"));
+  void* p = nullptr;
+  if (cuda_malloc) cuda_malloc(&p, bytes);  // kept: a leak made on the "autograd thread"
+}
+
+extern "C" __attribute__((visibility("default"))) void fake_backward_alloc(size_t bytes) {
+  std::thread t(autograd_thread_alloc, bytes);
+  t.join();
+}

@@ -1,0 +1,139 @@
+"""Zero code change for PyTorch (DESIGN.md §6): under the shim a training script with no
+gpumemshim import gets the torch bridge attached at CUDA initialisation, a step marker after every
+optimizer step, and its backward-pass allocations attributed to the backward() line. CI has no
+torch: a stand-in torch package (apps/fake_torch) and bridge (fake_torch_bridge) play them."""
+import json
+import os
+import subprocess
+import sys
+
+from conftest import BUILD, CLI, FAKECUDA, SOURCES, base_env, cli_env, shim_preload
+
+FAKE_TORCH = SOURCES / "fake_torch"
+BRIDGE = BUILD / "tests" / "integration" / "libfake_torch_bridge.so"
+SCRIPT = SOURCES / "torch_train.py"
+CUDART = FAKECUDA / "libcudart.so.13"
+
+
+def script_line(name):
+    """The line of torch_train.py marked `# site: NAME`."""
+    for number, text in enumerate(SCRIPT.read_text().splitlines(), start=1):
+        if text.rstrip().endswith(f"# site: {name}"):
+            return number
+    raise AssertionError(f"no site {name!r} in {SCRIPT}")
+
+
+def train(run, *args, steps=3, pythonpath=None, via_record=False, **env):
+    settings = dict(PYTHONPATH=pythonpath or FAKE_TORCH, GPUMEMSHIM_TORCH_BRIDGE=BRIDGE,
+                    FAKE_TORCH_BRIDGE=BRIDGE, FAKECUDART=CUDART)
+    settings.update(env)
+    e = base_env(**settings)
+    command = [sys.executable, str(SCRIPT), str(steps)]
+    if via_record:
+        ce = cli_env()
+        ce.update({k: v for k, v in e.items() if k not in ("LD_PRELOAD",)})
+        command = [str(CLI), "record", "-o", str(run.dir / "app.%p.trace"), "--"] + command
+        return subprocess.run(command, env=ce, capture_output=True, text=True, timeout=120,
+                              cwd=run.dir)
+    e["LD_PRELOAD"] = shim_preload()
+    e.setdefault("GPUMEMSHIM_OUTPUT", str(run.dir / "app.%p.trace"))
+    return subprocess.run(command, env=e, capture_output=True, text=True, timeout=120, cwd=run.dir)
+
+
+def markers(report, kind, name):
+    return [m for m in report["markers"] if m["kind"] == kind and m["name"] == name]
+
+
+def script_frames(stack):
+    return [f for f in stack if f["python"] and f["file"].endswith("torch_train.py")]
+
+
+def check_attached(run, r, steps=3):
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True"], r.stdout  # sitecustomize ran, gpumemshim loaded
+    [trace] = run.traces()
+    report = run.report(trace)
+    torch = report["summary"]["torch"]
+    assert torch["segment_allocs"] == 1 and torch["allocs"] == 1, torch
+    assert len(markers(report, "step", "optimizer.step")) == steps
+    assert len(markers(report, "range_push", "torch.backward")) == steps
+    return report
+
+
+def test_bridge_attaches_with_no_change_to_the_script(run):
+    report = check_attached(run, train(run))
+    # The per-step leak is pinned to the script's line, not to gpumemshim's or torch's frames.
+    [leak] = [l for l in report["leaks"] if l["bytes"] == 3 * 1024]
+    assert leak["count"] == 3
+    assert leak["stack"][0]["file"].endswith("torch_train.py"), leak["stack"][:3]
+    assert leak["stack"][0]["line"] == script_line("step_leak")
+
+
+def test_gpumemshim_record_attaches_too(run):
+    check_attached(run, train(run, via_record=True))
+
+
+def test_backward_allocations_carry_the_backward_call_site(run):
+    report = check_attached(run, train(run))
+    # fake_backward_alloc allocates on a native thread (no Python frames), like autograd's
+    # device threads, while the script waits in torch.autograd.backward().
+    [leak] = [l for l in report["leaks"] if l["bytes"] == 3 * 4096]
+    assert leak["count"] == 3
+    assert leak["stack"][0]["function"] == "autograd_thread_alloc", leak["stack"][:3]
+    frames = script_frames(leak["stack"])
+    assert frames and frames[0]["line"] == script_line("backward_call"), leak["stack"]
+    # The wrapper that records the range is not shown as the site.
+    assert not any("_autoattach" in f["file"] for f in leak["stack"])
+
+
+def test_bridge_for_another_torch_is_not_loaded(run):
+    r = train(run, FAKE_TORCH_VERSION="9.9.9")
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.startswith("gpumemshim:")]
+    assert len(lines) == 1 and "built for torch 0.0.0+fake, this is torch 9.9.9" in lines[0], r.stderr
+    [trace] = run.traces()
+    report = run.report(trace)
+    assert report["summary"]["torch"]["allocs"] == 0
+    assert not markers(report, "step", "optimizer.step")
+    assert report["summary"]["leaked_bytes"] == 3 * 1024 + 3 * 4096  # runtime-level events stay
+
+
+def test_no_bridge_one_info_line_runtime_events_only(run, tmp_path):
+    r = train(run, GPUMEMSHIM_TORCH_BRIDGE=tmp_path / "missing" / "libgpumemshim_torch.so")
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.startswith("gpumemshim:")]
+    assert len(lines) == 1 and "no torch bridge" in lines[0], r.stderr
+    [trace] = run.traces()
+    assert run.report(trace)["summary"]["allocations"] == 6
+
+
+def test_declining_bridge_says_why(run):
+    r = train(run, FAKE_BRIDGE_DECLINE=1)
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.startswith("gpumemshim:")]
+    assert len(lines) == 1 and "not attached" in lines[0] and "native" in lines[0], r.stderr
+
+
+def test_users_own_sitecustomize_still_runs(run, tmp_path):
+    user = tmp_path / "user_site"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text("import sys\nsys.stdout.write('user-site ')\n")
+    r = train(run, pythonpath=f"{FAKE_TORCH}{os.pathsep}{user}")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("user-site "), r.stdout
+    [trace] = run.traces()
+    assert run.report(trace)["summary"]["torch"]["allocs"] == 1
+
+
+def test_disabled_shim_leaves_python_alone(run):
+    r = train(run, GPUMEMSHIM_DISABLE=1)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"], r.stdout
+
+
+def test_opt_out_of_the_python_boot(run):
+    r = train(run, GPUMEMSHIM_PYTHON_BOOT=0)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"], r.stdout
+    [trace] = run.traces()
+    assert run.report(trace)["summary"]["torch"]["allocs"] == 0
