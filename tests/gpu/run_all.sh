@@ -8,7 +8,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 prefix=/tmp/gms-prefix
 work=/tmp/gms-gpu
 rm -rf "$work" && mkdir -p "$prefix" "$work"
-for deb in "$root"/.debs/*.deb; do dpkg -x "$deb" "$prefix"; done
+debs=${GMS_DEBS:-$root/.debs}
+for deb in "$debs"/*.deb; do dpkg -x "$deb" "$prefix"; done
 arch=x86_64-linux-gnu
 export LD_LIBRARY_PATH=$prefix/usr/lib/$arch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PKG_CONFIG_SYSROOT_DIR=$prefix
@@ -18,13 +19,23 @@ exec > >(tee "$log") 2>&1
 echo "== $(date -u +%FT%TZ) $(nvidia-smi -L | head -1)"
 python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
 nvcc --version | tail -1
-cmake -S "$root" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+torch_root=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))' 2>/dev/null)
+cmake -S "$root" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${torch_root:+-DGPUMEMSHIM_TORCH_ROOT=$torch_root} \
   -DGPUMEMSHIM_BUILD_TESTS=OFF -DCMAKE_PREFIX_PATH="$prefix/usr" \
   -DPKG_CONFIG_EXECUTABLE="$prefix/usr/bin/pkgconf" >"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; exit 1; }
 cmake --build "$work/build" >"$work/build.log" 2>&1 || { tail -50 "$work/build.log"; exit 1; }
 echo "== built"
 export GPUMEMSHIM_BUILD_DIR=$work/build
-python3 "$root/tests/gpu/check_gpu.py" "$work" "$out"
-rc=$?
-tar -czf "$out/gpu-reports.tar.gz" -C "$work" reports 2>/dev/null
+ls "$work/build/lib"
+# GMS_GPU_CHECKS: which scripts run (default both): runtime (check_gpu.py), torch (check_torch.py).
+rc=0
+for c in ${GMS_GPU_CHECKS:-runtime torch}; do
+  case $c in
+    runtime) python3 "$root/tests/gpu/check_gpu.py" "$work" "$out" || rc=1 ;;
+    torch) python3 "$root/tests/gpu/check_torch.py" "$work" "$out" || rc=1 ;;
+  esac
+done
+cp "$work/overhead.json" "$out/" 2>/dev/null
+tar -czf "$out/gpu-reports.tar.gz" -C "$work" reports traces 2>/dev/null
+ls -la "$out"
 exit $rc

@@ -1,0 +1,128 @@
+"""H200 scenarios of issues 4 and 6 under the shim with the torch bridge attached by itself:
+(a)-(c) training loops, the allocator configurations with the bridge, the overhead table (d), and
+two DDP ranks on one GPU. Prints PASS/FAIL lines; traces and reports go to WORK for the analyzer
+to read again later. Called by run_all.sh: check_torch.py WORK OUT"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+work, out = map(pathlib.Path, sys.argv[1:3])
+build = pathlib.Path(os.environ["GPUMEMSHIM_BUILD_DIR"])
+here = pathlib.Path(__file__).parent
+shim = build / "lib" / "libgpumemshim.so"
+cli = build / "bin" / "gpumemshim"
+reports = work / "reports"
+reports.mkdir(parents=True, exist_ok=True)
+failed = []
+
+
+def check(name, ok, detail=""):
+    print(f"{'PASS' if ok else 'FAIL'} {name} {detail}", flush=True)
+    if not ok:
+        failed.append(name)
+
+
+def site_line(path, name):
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if line.rstrip().endswith(f"# site: {name}"):
+            return n
+    raise SystemExit(f"no site {name}")
+
+
+def run(name, argv, env=None, shim_on=True, record=False):
+    e = dict(os.environ, **(env or {}))
+    tdir = work / "traces" / name
+    tdir.mkdir(parents=True, exist_ok=True)
+    if record:
+        argv = [str(cli), "record", "-o", str(tdir / "rank%r.%p.trace"), "--", *map(str, argv)]
+    elif shim_on:
+        e["LD_PRELOAD"] = str(shim)
+        e["GPUMEMSHIM_OUTPUT"] = str(tdir / "t.%p.trace")
+    r = subprocess.run([str(a) for a in argv], env=e, capture_output=True, text=True, timeout=600)
+    return r, sorted(tdir.glob("*.trace*"))
+
+
+def report(name, traces):
+    r = subprocess.run([cli, "report", "--format", "json", *traces], capture_output=True, text=True)
+    (reports / f"{name}.json").write_text(r.stdout or r.stderr)
+    text = subprocess.run([cli, "report", *traces], capture_output=True, text=True).stdout
+    (reports / f"{name}.txt").write_text(text)
+    if r.returncode != 0:
+        print(r.stderr)
+        return None
+    return json.loads(r.stdout)
+
+
+def script_frames(stack, script):
+    return [f for f in stack if f.get("python") and f.get("file", "").endswith(script)]
+
+
+# (a)-(c): the training loops.
+train = here / "torch_training.py"
+for mode in ("leak_loss", "keep_outputs", "clean"):
+    bare, _ = run(f"train_{mode}_bare", [sys.executable, train, mode], shim_on=False)
+    r, traces = run(f"train_{mode}", [sys.executable, train, mode])
+    check(f"train_{mode}: output unchanged", r.returncode == bare.returncode == 0 and r.stdout == bare.stdout,
+          repr((r.stdout[-300:], r.stderr[-1500:])))
+    rep = report(f"train_{mode}", traces) if traces else None
+    check(f"train_{mode}: trace", rep is not None, str(traces))
+    if not rep:
+        continue
+    torch_counts = rep["summary"]["torch"]
+    steps = [m for m in rep.get("markers", []) if m["kind"] == "step"]
+    print(f"   torch: {torch_counts} steps: {len(steps)} stderr: {r.stderr.strip()[-300:]}")
+    check(f"train_{mode}: bridge attached (tensor events)", torch_counts["allocs"] > 100, str(torch_counts))
+    check(f"train_{mode}: optimizer steps marked", len(steps) == 40, str(len(steps)))
+    torch_leaks = [l for l in rep["leaks"] if l["api"] == "torch.alloc" and l["kind"] == "leak"]
+    if mode == "clean":
+        cached = [l for l in rep["leaks"] if l["kind"] == "cached"]
+        check("train_clean: no tensor leak growing with the steps",
+              not any(l["count"] >= 40 for l in torch_leaks), json.dumps(torch_leaks)[:1500])
+        check("train_clean: segments reported as cached", bool(cached) and rep["summary"]["leaked_bytes"] < (64 << 20),
+              json.dumps([(l["kind"], l["bytes"]) for l in rep["leaks"]])[:800])
+        continue
+    site = "loss_accumulation" if mode == "leak_loss" else "forward"
+    line = site_line(train, site)
+    pinned = [l for l in torch_leaks if (script_frames(l["stack"], "torch_training.py") or [{}])[0].get("line") == line]
+    check(f"train_{mode}: tensor leak pinned to torch_training.py:{line}", bool(pinned) and pinned[0]["count"] >= 40,
+          json.dumps([(l["bytes"], l["count"], l["stack"][:2]) for l in torch_leaks])[:2000])
+
+# The allocator configurations with the bridge: expandable segments (SEGMENT_MAP events) and the
+# cudaMallocAsync backend (the bridge declines, runtime-level events stay).
+alloc = here / "torch_alloc.py"
+for name, conf in (("bridge_expandable", "expandable_segments:True"), ("bridge_async", "backend:cudaMallocAsync")):
+    r, traces = run(name, [sys.executable, alloc, str(work / f"{name}.json")], {"PYTORCH_CUDA_ALLOC_CONF": conf})
+    rep = report(name, traces) if traces else None
+    check(f"{name}: runs", r.returncode == 0 and rep is not None, r.stderr[-800:])
+    if not rep:
+        continue
+    t = rep["summary"]["torch"]
+    print(f"   torch: {t} stderr: {r.stderr.strip()[-300:]}")
+    if name == "bridge_expandable":
+        check(f"{name}: tensor events with expandable segments", t["allocs"] > 50, str(t))
+    else:
+        check(f"{name}: bridge declined with one line", "not attached" in r.stderr and t["allocs"] == 0, r.stderr[-400:])
+        check(f"{name}: cudaMallocAsync still seen", rep["summary"]["by_api"].get("cudaMallocAsync", {}).get("allocations", 0) >= 100)
+
+# Issue 6 on one GPU: two DDP ranks (gloo) under gpumemshim record, rank 1 heavier.
+ddp = here / "ddp_ranks.py"
+torchrun = pathlib.Path(sys.executable).parent / "torchrun"
+launcher = [torchrun] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
+r, traces = run("ddp_gloo", [*launcher, "--nproc-per-node", "2", ddp, "gloo"], record=True)
+check("ddp_gloo: ranks ran", r.returncode == 0, r.stderr[-1500:])
+rank_traces = [t for t in traces if t.name.startswith(("rank0.", "rank1."))]
+check("ddp_gloo: one trace per rank", len(rank_traces) == 2, str([t.name for t in traces]))
+rep = report("ddp_gloo", traces) if traces else None
+if rep:
+    line = site_line(ddp, "rank1_extra")
+    rank1 = [l for l in rep["leaks"] if any(f.get("line") == line and f.get("file", "").endswith("ddp_ranks.py")
+                                           for f in l["stack"][:3])]
+    check(f"ddp_gloo: rank 1's extra buffer at ddp_ranks.py:{line}", bool(rank1), json.dumps(rep["leaks"])[:1500])
+
+# (d) overhead, last: the longest.
+rc = subprocess.run([sys.executable, here / "run_overhead.py", str(shim), str(work / "overhead.json"), "3", "60"]).returncode
+check("overhead: measured", rc == 0 and (work / "overhead.json").exists())
+print(f"== {len(failed)} failed: {failed}")
+sys.exit(1 if failed else 0)
