@@ -47,6 +47,8 @@ struct CheckOptions {
   std::string suppressions;
   uint64_t max_leak_bytes = 0;
   std::string format = "text";
+  std::string junit;  // --junit FILE: JUnit XML of the findings
+  std::string sarif;  // --sarif FILE: SARIF 2.1.0 of the findings
 };
 int run_check(const CheckOptions& o);
 

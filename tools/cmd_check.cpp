@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "ci_outputs.h"
 #include "cli.h"
 #include "gpumemshim/analyzer/analysis.h"
 #include "gpumemshim/analyzer/report.h"
@@ -24,6 +25,7 @@ int run_check(const CheckOptions& o) {
   an::Report report = an::analyze(o.traces, opts);
   const an::Summary& s = report.summary;
   bool failed = s.leaked_bytes > o.max_leak_bytes;
+  write_ci_outputs(o, report, an::FailPolicy{failed, std::nullopt});
   if (failed) {
     write_output("", an::leaks_text(report));
     fmt::print(stderr, "gpumemshim: check failed: {} bytes leaked (limit {})\n", s.leaked_bytes,

@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
   check->add_option("--suppressions", chk.suppressions, "LeakSanitizer-style suppressions file");
   check->add_option("--max-leak-bytes", chk.max_leak_bytes, "leaked bytes allowed (default 0)")
       ->capture_default_str();
+  check->add_option("--junit", chk.junit, "also write the findings as JUnit XML to FILE");
+  check->add_option("--sarif", chk.sarif, "also write the findings as SARIF 2.1.0 to FILE");
 
   StatsOptions sts;
   auto* stats = app.add_subcommand("stats", "record counts and sizes of traces");
