@@ -57,4 +57,11 @@ struct StatsOptions {
 };
 int run_stats(const StatsOptions& o);
 
+struct ExportOptions {
+  std::vector<std::string> traces;
+  std::string to;  // chrome | memory-viz
+  std::string output;
+};
+int run_export(const ExportOptions& o);
+
 }  // namespace gpumemshim::cli

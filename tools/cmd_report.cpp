@@ -3,15 +3,16 @@
 #include "cli.h"
 #include "gpumemshim/analyzer/analysis.h"
 #include "gpumemshim/analyzer/report.h"
+#include "gpumemshim/analyzer/report_html.h"
+#include "gpumemshim/analyzer/timeline.h"
 
 namespace gpumemshim::cli {
 
 namespace an = gpumemshim::analyzer;
 
 int run_report(const ReportOptions& o) {
-  if (o.format == "html") throw CliError("--format html is not implemented yet (use text or json)");
-  if (o.format != "text" && o.format != "json")
-    throw CliError("--format must be text or json, not '" + o.format + "'");
+  if (o.format != "text" && o.format != "json" && o.format != "html")
+    throw CliError("--format must be text, json or html, not '" + o.format + "'");
   an::Suppressions sup;
   an::AnalyzeOptions opts;
   if (!o.suppressions.empty()) {
@@ -23,7 +24,15 @@ int run_report(const ReportOptions& o) {
     opts.suppressions = &sup;
   }
   an::Report report = an::analyze(o.traces, opts);
-  std::string text = o.format == "json" ? an::report_json(report).dump(2) + "\n" : an::report_text(report);
+  std::string text;
+  if (o.format == "text") {
+    text = an::report_text(report);
+  } else {
+    // JSON and HTML carry each process's memory over time (processes[i].timeline).
+    nlohmann::json j = an::report_json(report);
+    an::add_timelines(j, o.traces);
+    text = o.format == "html" ? an::report_html(j) : j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
   write_output(o.output, text);
   return kExitClean;
 }

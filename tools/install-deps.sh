@@ -5,7 +5,8 @@ sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
 packages=(cmake ninja-build g++ pkg-config libunwind-dev libdw-dev libelf-dev libcli11-dev
           nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev valgrind
-          python3 python3-pytest)
+          python3 python3-pytest
+          chromium)  # headless screenshot of the HTML report in tests/integration/test_viewers.py
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

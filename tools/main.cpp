@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   ReportOptions rep;
   auto* report = app.add_subcommand("report", "report leaks, failures and peaks of traces");
   report->add_option("traces", rep.traces, "trace files (one per process)")->required();
-  report->add_option("--format", rep.format, "text or json")->capture_default_str();
+  report->add_option("--format", rep.format, "text, json or html")->capture_default_str();
   report->add_option("-o,--output", rep.output, "write the report to FILE");
   report->add_option("--suppressions", rep.suppressions, "LeakSanitizer-style suppressions file");
 
@@ -66,6 +66,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   check->add_option("--junit", chk.junit, "also write the findings as JUnit XML to FILE");
   check->add_option("--sarif", chk.sarif, "also write the findings as SARIF 2.1.0 to FILE");
+
+  ExportOptions exp;
+  auto* exporter = app.add_subcommand("export", "convert traces for other viewers (Perfetto, memory_viz)");
+  exporter->add_option("traces", exp.traces, "trace files (memory-viz: one)")->required();
+  exporter->add_option("--to", exp.to, "chrome (Chrome/Perfetto trace JSON) or memory-viz (PyTorch snapshot pickle)")
+      ->required();
+  exporter->add_option("-o,--output", exp.output, "write to FILE (default: stdout)");
 
   StatsOptions sts;
   auto* stats = app.add_subcommand("stats", "record counts and sizes of traces");
@@ -94,6 +101,7 @@ int main(int argc, char** argv) {
     if (*report) return run_report(rep);
     if (*check) return run_check(chk);
     if (*stats) return run_stats(sts);
+    if (*exporter) return run_export(exp);
   } catch (const CliError& e) {
     print_error(e.what());
     return e.code();

@@ -1,0 +1,77 @@
+#include "gpumemshim/analyzer/trace_events.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "gpumemshim/analyzer/errors.h"
+
+namespace gpumemshim::analyzer {
+
+namespace fmtr = gpumemshim::format;
+using fmtr::RecordType;
+
+uint64_t event_time_ns(const TimedEvent& e) {
+  return std::visit([](const auto& r) { return r.time_ns; }, e);
+}
+
+uint8_t address_class(fmtr::MemoryKind kind) {
+  switch (kind) {
+    case fmtr::MemoryKind::kDevice:
+    case fmtr::MemoryKind::kManaged:
+    case fmtr::MemoryKind::kPool: return 0;
+    case fmtr::MemoryKind::kPinnedHost: return 1;
+    case fmtr::MemoryKind::kPhysical: return 2;
+    case fmtr::MemoryKind::kMapping: return 3;
+    case fmtr::MemoryKind::kReservation: return 4;
+  }
+  return 5;
+}
+
+namespace {
+
+template <typename Rec>
+void push(const std::string& path, const fmtr::RawRecord& raw, std::vector<TimedEvent>& out,
+          bool& sorted, uint64_t& last) {
+  Rec r;
+  if (!fmtr::decode(raw, r))
+    throw_trace_error(path, fmt::format("malformed record at offset {}", raw.offset));
+  if (r.time_ns < last) sorted = false;
+  last = std::max(last, r.time_ns);
+  out.emplace_back(r);
+}
+
+}  // namespace
+
+TraceEvents read_trace_events(const std::string& path) {
+  TraceEvents t;
+  if (std::string err = t.file.open(path); !err.empty()) throw TraceError(err);
+  fmtr::RecordReader reader(t.file.bytes());
+  if (std::string err = reader.read_header(); !err.empty()) throw_trace_error(path, err);
+  bool sorted = true;
+  uint64_t last = 0;
+  fmtr::RawRecord raw;
+  for (;;) {
+    fmtr::ReadStatus st = reader.next(raw);
+    if (st == fmtr::ReadStatus::kEnd || st == fmtr::ReadStatus::kTruncated) break;
+    if (st == fmtr::ReadStatus::kError) throw_trace_error(path, reader.error());
+    switch (raw.type) {
+      case RecordType::kAlloc: push<fmtr::AllocRecord>(path, raw, t.events, sorted, last); break;
+      case RecordType::kFree: push<fmtr::FreeRecord>(path, raw, t.events, sorted, last); break;
+      case RecordType::kAllocFailed: push<fmtr::AllocFailedRecord>(path, raw, t.events, sorted, last); break;
+      case RecordType::kMemInfo: push<fmtr::MemInfoRecord>(path, raw, t.events, sorted, last); break;
+      case RecordType::kMarker: push<fmtr::MarkerRecord>(path, raw, t.events, sorted, last); break;
+      case RecordType::kTorchEvent: push<fmtr::TorchEventRecord>(path, raw, t.events, sorted, last); break;
+      default: break;
+    }
+  }
+  // The shim writes per-thread buffers: across threads a free can come after the next allocation
+  // of the same address in the file. load_trace sorts the same way.
+  if (!sorted)
+    std::stable_sort(t.events.begin(), t.events.end(), [](const TimedEvent& a, const TimedEvent& b) {
+      return event_time_ns(a) < event_time_ns(b);
+    });
+  return t;
+}
+
+}  // namespace gpumemshim::analyzer

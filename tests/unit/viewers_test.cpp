@@ -1,0 +1,141 @@
+// Timeline downsampling, HTML escaping and the pickle writer, on synthesized traces and values.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "gpumemshim/analyzer/export_memviz.h"
+#include "gpumemshim/analyzer/load.h"
+#include "gpumemshim/analyzer/report_html.h"
+#include "gpumemshim/analyzer/timeline.h"
+#include "gpumemshim/analyzer/trace_events.h"
+#include "temp_dir.h"
+#include "trace_builder.h"
+
+namespace an = gpumemshim::analyzer;
+namespace gf = gpumemshim::format;
+using gpumemshim::testing::TempDir;
+using gpumemshim::testing::TraceBuilder;
+using nlohmann::json;
+
+namespace {
+
+constexpr uint64_t kAppBase = 0x400000;
+
+TraceBuilder base_trace() {
+  TraceBuilder t;
+  t.process(7, "train");
+  t.module("/nonexistent/bin/app", kAppBase, 0x10000);
+  t.stack(1, {kAppBase + 0x1000});
+  t.stack(2, {kAppBase + 0x2000});
+  return t;
+}
+
+an::Timeline timeline_of(const TraceBuilder& t, const TempDir& dir, size_t max_samples) {
+  std::string path = t.write(dir.file("t.trace"));
+  an::LoadedTrace trace = an::load_trace(path);
+  an::TraceEvents events = an::read_trace_events(path);
+  return an::build_timeline(trace, events.events, max_samples, 8);
+}
+
+}  // namespace
+
+// 3000 steps of sawtooth memory with one spike in the middle: far more events than samples, yet
+// the spike and the troughs survive, and per-site bytes add up to the total at every sample.
+TEST(Timeline, DownsamplingKeepsPeakAndTroughs) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.alloc(0x1000, 100, 2);  // a small buffer kept throughout (site 2)
+  for (uint64_t i = 0; i < 3000; ++i) {
+    uint64_t size = i == 1777 ? 5000 : 1000;
+    t.alloc(0x10000, size, 1);
+    t.free(0x10000);
+    t.marker(gf::MarkerKind::kStep, "");
+  }
+  t.end();
+  an::Timeline tl = timeline_of(t, dir, 100);
+  ASSERT_LE(tl.samples.size(), 100u);
+  ASSERT_GE(tl.samples.size(), 50u);
+  uint64_t peak = 0, trough = UINT64_MAX;
+  for (const an::TimelineSample& s : tl.samples) {
+    peak = std::max(peak, s.live_bytes);
+    if (s.time_ns > 0) trough = std::min(trough, s.live_bytes);
+    uint64_t sum = 0;
+    for (uint64_t v : s.sites) sum += v;
+    EXPECT_EQ(sum, s.live_bytes);
+  }
+  EXPECT_EQ(peak, 5100u);
+  EXPECT_EQ(tl.peak_bytes, 5100u);
+  EXPECT_EQ(trough, 100u);
+  EXPECT_TRUE(std::is_sorted(tl.samples.begin(), tl.samples.end(),
+                             [](const auto& a, const auto& b) { return a.time_ns < b.time_ns; }));
+  EXPECT_EQ(tl.steps_ns.size(), 3000u);
+  ASSERT_EQ(tl.sites.size(), 2u);
+  EXPECT_EQ(tl.sites[0].peak_bytes, 5000u);  // ordered by their own peak
+  ASSERT_EQ(tl.at_peak.size(), 2u);
+  EXPECT_EQ(tl.at_peak[0].bytes, 5000u);
+  EXPECT_EQ(tl.at_peak[1].bytes, 100u);
+}
+
+TEST(Timeline, TorchReservedAndAllocated) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.torch(gf::TorchAction::kSegmentAlloc, 0x100000, 1 << 20);
+  t.torch(gf::TorchAction::kAlloc, 0x100000, 4096, 1);
+  t.torch(gf::TorchAction::kAlloc, 0x101000, 8192, 1);
+  t.torch(gf::TorchAction::kFreeCompleted, 0x100000, 4096);
+  t.end();
+  an::Timeline tl = timeline_of(t, dir, 2000);
+  ASSERT_TRUE(tl.has_torch);
+  json j = an::timeline_json(tl);
+  uint64_t reserved = 0, allocated = 0;
+  for (const json& s : j["samples"]) {
+    reserved = std::max(reserved, s["reserved_bytes"].get<uint64_t>());
+    allocated = std::max(allocated, s["allocated_bytes"].get<uint64_t>());
+  }
+  EXPECT_EQ(reserved, 1u << 20);
+  EXPECT_EQ(allocated, 4096u + 8192u);
+  EXPECT_EQ(j["samples"].back()["allocated_bytes"], 8192u);
+}
+
+TEST(Timeline, NoEventsNoSamples) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.end();
+  an::Timeline tl = timeline_of(t, dir, 2000);
+  EXPECT_TRUE(tl.samples.empty());
+  EXPECT_EQ(an::timeline_json(tl)["samples"].size(), 0u);
+}
+
+TEST(ReportHtml, EscapesEverythingFromTheTrace) {
+  EXPECT_EQ(an::html_escape("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+  json report = {{"schema", "gpumemshim-report/1"},
+                 {"summary", {{"peak_bytes", 10}}},
+                 {"processes", json::array({{{"pid", 1}, {"command_line", "<script>alert(1)</script>"},
+                                             {"trace", "\"><img src=x onerror=alert(2)>"}}})},
+                 {"leaks", json::array({{{"kind", "leak"}, {"bytes", 10}, {"count", 1},
+                                         {"reason", "<b>r</b>"},
+                                         {"stack", json::array({{{"function", "<svg onload=alert(3)>"},
+                                                                 {"file", "a.py"}, {"line", 3}}})}}})},
+                 {"recommendations", json::array({{{"id", "amp"}, {"title", "<i>t</i>"}, {"action", "a"},
+                                                   {"finding", "leak:1"}, {"evidence", {{"x", "<e>"}}}}})}};
+  std::string html = an::report_html(report);
+  for (const char* raw : {"<script>alert", "<img src=x", "<svg onload", "<b>r</b>", "<i>t</i>", "<e>"})
+    EXPECT_EQ(html.find(raw), std::string::npos) << raw;
+  EXPECT_NE(html.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
+  EXPECT_NE(html.find("&lt;svg onload=alert(3)&gt;"), std::string::npos);
+  EXPECT_NE(html.find("<h2>Advice</h2>"), std::string::npos);  // sections appear when present
+  EXPECT_EQ(html.find("<h2>Growth</h2>"), std::string::npos);  // ... and only then
+}
+
+TEST(Pickle, Protocol2Opcodes) {
+  EXPECT_EQ(an::to_pickle(json(nullptr)), std::string("\x80\x02N.", 4));
+  EXPECT_EQ(an::to_pickle(json(7)), std::string("\x80\x02K\x07.", 5));
+  EXPECT_EQ(an::to_pickle(json(300)), std::string("\x80\x02M\x2c\x01.", 6));
+  EXPECT_EQ(an::to_pickle(json(-1)), std::string("\x80\x02J\xff\xff\xff\xff.", 8));
+  // 2^63: unsigned beyond int64 → LONG1 with a zero sign byte.
+  EXPECT_EQ(an::to_pickle(json(uint64_t{1} << 63)),
+            std::string("\x80\x02\x8a\x09\0\0\0\0\0\0\0\x80\0.", 14));
+  EXPECT_EQ(an::to_pickle(json("h\xffi")), std::string("\x80\x02X\x05\0\0\0h\xef\xbf\xbdi.", 13));
+  EXPECT_EQ(an::to_pickle(json::array({true, false})), std::string("\x80\x02](\x88\x89" "e.", 8));
+  EXPECT_EQ(an::to_pickle(json::object()), std::string("\x80\x02}.", 4));
+}
