@@ -1,6 +1,7 @@
 // Shared pieces of the gpumemshim CLI: options of each command and the error type.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -39,6 +40,8 @@ struct ReportOptions {
   std::string format = "text";
   std::string output;
   std::string suppressions;
+  size_t jobs = 0;     // --jobs N: traces analysed at once (0: one per core)
+  bool quiet = false;  // --quiet: no progress line
 };
 int run_report(const ReportOptions& o);
 
@@ -49,6 +52,7 @@ struct CheckOptions {
   std::string format = "text";
   std::string junit;  // --junit FILE: JUnit XML of the findings
   std::string sarif;  // --sarif FILE: SARIF 2.1.0 of the findings
+  std::optional<uint64_t> max_growth_bytes_per_step;  // unset: growth is reported, never fails
 };
 int run_check(const CheckOptions& o);
 

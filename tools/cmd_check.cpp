@@ -11,6 +11,44 @@ namespace gpumemshim::cli {
 
 namespace an = gpumemshim::analyzer;
 
+namespace {
+
+// What fails `check`, decided once so that the exit code, the text and the CI outputs agree.
+struct CheckVerdict {
+  bool leaks_over_limit = false;
+  std::vector<const an::Growth*> growth_over_limit;  // unsuppressed, above the limit
+  bool failed() const { return leaks_over_limit || !growth_over_limit.empty(); }
+};
+
+CheckVerdict judge(const an::Report& report, const CheckOptions& o) {
+  CheckVerdict v;
+  v.leaks_over_limit = report.summary.leaked_bytes > o.max_leak_bytes;
+  if (o.max_growth_bytes_per_step)
+    for (const an::ProcessReport& p : report.processes)
+      for (const an::Growth& g : p.growth)
+        if (!g.suppressed && g.bytes_per_step > static_cast<double>(*o.max_growth_bytes_per_step))
+          v.growth_over_limit.push_back(&g);
+  return v;
+}
+
+std::string growth_failures_text(const CheckVerdict& v, uint64_t limit) {
+  std::string out;
+  for (const an::Growth* g : v.growth_over_limit) {
+    std::string where = "an unknown site";
+    for (const an::Frame& f : g->stack)
+      if (!f.file.empty() && f.line) {
+        where = fmt::format("{}:{}", f.file, f.line);
+        break;
+      }
+    out += fmt::format("GROWTH {} bytes per {} (limit {}) at {} pid {} id {}\n",
+                       static_cast<uint64_t>(g->bytes_per_step), g->basis == "steps" ? "step" : "time bucket",
+                       limit, where, g->pid, g->id);
+  }
+  return out;
+}
+
+}  // namespace
+
 int run_check(const CheckOptions& o) {
   an::Suppressions sup;
   an::AnalyzeOptions opts;
@@ -24,12 +62,22 @@ int run_check(const CheckOptions& o) {
   }
   an::Report report = an::analyze(o.traces, opts);
   const an::Summary& s = report.summary;
-  bool failed = s.leaked_bytes > o.max_leak_bytes;
-  write_ci_outputs(o, report, an::FailPolicy{failed, std::nullopt});
-  if (failed) {
-    write_output("", an::leaks_text(report));
-    fmt::print(stderr, "gpumemshim: check failed: {} bytes leaked (limit {})\n", s.leaked_bytes,
-               o.max_leak_bytes);
+  const CheckVerdict verdict = judge(report, o);
+  std::optional<double> growth_limit;
+  if (o.max_growth_bytes_per_step) growth_limit = static_cast<double>(*o.max_growth_bytes_per_step);
+  write_ci_outputs(o, report, an::FailPolicy{verdict.leaks_over_limit, growth_limit});
+  if (verdict.failed()) {
+    std::string text;
+    if (verdict.leaks_over_limit) text += an::leaks_text(report);
+    text += growth_failures_text(verdict, o.max_growth_bytes_per_step.value_or(0));
+    write_output("", text);
+    if (verdict.leaks_over_limit)
+      fmt::print(stderr, "gpumemshim: check failed: {} bytes leaked (limit {})\n", s.leaked_bytes,
+                 o.max_leak_bytes);
+    if (!verdict.growth_over_limit.empty())
+      fmt::print(stderr, "gpumemshim: check failed: {} site{} growing faster than {} bytes per step\n",
+                 verdict.growth_over_limit.size(), verdict.growth_over_limit.size() == 1 ? "" : "s",
+                 *o.max_growth_bytes_per_step);
     return kExitFindings;
   }
   write_output("", fmt::format("gpumemshim: check passed: {} bytes leaked (limit {}), {} suppressed, "

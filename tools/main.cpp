@@ -57,6 +57,8 @@ int main(int argc, char** argv) {
   report->add_option("--format", rep.format, "text, json or html")->capture_default_str();
   report->add_option("-o,--output", rep.output, "write the report to FILE");
   report->add_option("--suppressions", rep.suppressions, "LeakSanitizer-style suppressions file");
+  report->add_option("-j,--jobs", rep.jobs, "traces analysed at once (default: one per core)");
+  report->add_flag("-q,--quiet", rep.quiet, "no progress line on stderr");
 
   CheckOptions chk;
   auto* check = app.add_subcommand("check", "exit 1 when the traces leak more than allowed");
@@ -64,6 +66,9 @@ int main(int argc, char** argv) {
   check->add_option("--suppressions", chk.suppressions, "LeakSanitizer-style suppressions file");
   check->add_option("--max-leak-bytes", chk.max_leak_bytes, "leaked bytes allowed (default 0)")
       ->capture_default_str();
+  check->add_option_function<uint64_t>(
+      "--max-growth-bytes-per-step", [&chk](const uint64_t& v) { chk.max_growth_bytes_per_step = v; },
+      "fail when a site grows by more than N bytes per step (default: growth never fails)");
   check->add_option("--junit", chk.junit, "also write the findings as JUnit XML to FILE");
   check->add_option("--sarif", chk.sarif, "also write the findings as SARIF 2.1.0 to FILE");
 

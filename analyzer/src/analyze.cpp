@@ -2,6 +2,7 @@
 
 #include "gpumemshim/analyzer/analysis.h"
 #include "gpumemshim/analyzer/stack_view.h"
+#include "gpumemshim/analyzer/parallel.h"
 
 namespace gpumemshim::analyzer {
 
@@ -26,6 +27,8 @@ void add(Summary& total, const Summary& s) {
   total.leaked_allocations += s.leaked_allocations;
   total.suppressed_bytes += s.suppressed_bytes;
   total.suppressed_allocations += s.suppressed_allocations;
+  total.retained_bytes += s.retained_bytes;
+  total.cached_bytes += s.cached_bytes;
   total.markers += s.markers;
   total.steps += s.steps;
   total.ranges += s.ranges;
@@ -89,41 +92,84 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
 
   StackView stacks(trace, options.max_frames);
   group_survivors(trace, stacks, p.leaks, p.address_space);
-  // With the caching allocator's own events in the trace, its segments (cudaMalloc, or cuMemCreate
-  // with expandable segments) alive at the end are its cache; its tensor blocks are what leaks.
-  const bool has_torch = p.summary.torch.events > 0;
+  p.peak_sites = sites_at_peak(trace, stacks);
+  for (SiteGroup& g : p.leaks) g.rank = trace.process.rank;
+  // Kinds and reasons are decided in group_survivors (DESIGN §8); only "leak" counts as leaked.
+  // A suppression applies to the finding kind its prefix names (leak:, retained:).
   for (SiteGroup& g : p.leaks) {
-    if (has_torch && !g.torch_block && (g.api == Api::kCudaMalloc || g.api == Api::kCuMemCreate)) {
-      g.kind = "cached";
+    if (g.kind == "cached") {
+      p.summary.cached_bytes += g.bytes;
       continue;
     }
-    int hit = suppressions ? suppressions->match(g.stack) : -1;
+    int hit = suppressions ? suppressions->match(g.kind, g.stack) : -1;
     if (hit >= 0) {
       g.suppressed = true;
       g.suppressed_by = suppressions->entries()[static_cast<size_t>(hit)].pattern;
       suppressions->record_hit(hit, g.bytes);
-      p.summary.suppressed_bytes += g.bytes;
-      p.summary.suppressed_allocations += g.count;
-    } else {
+      if (g.kind == "leak") {
+        p.summary.suppressed_bytes += g.bytes;
+        p.summary.suppressed_allocations += g.count;
+      }
+    } else if (g.kind == "leak") {
       p.summary.leaked_bytes += g.bytes;
       p.summary.leaked_allocations += g.count;
+    } else if (g.kind == "retained") {
+      p.summary.retained_bytes += g.bytes;
     }
   }
+  p.growth = find_growth(trace, stacks);
+  for (Growth& g : p.growth) {
+    int hit = suppressions ? suppressions->match("growth", g.stack) : -1;
+    if (hit < 0) continue;
+    g.suppressed = true;
+    g.suppressed_by = suppressions->entries()[static_cast<size_t>(hit)].pattern;
+    suppressions->record_hit(hit, 0);
+  }
+  p.fragmentation = find_fragmentation(trace, stacks);
+  for (DeviceFragmentation& d : p.fragmentation)
+    for (OomFinding& o : d.ooms) {
+      int hit = suppressions ? suppressions->match("fragmentation", o.stack) : -1;
+      if (hit < 0) continue;
+      o.suppressed = true;
+      o.suppressed_by = suppressions->entries()[static_cast<size_t>(hit)].pattern;
+      suppressions->record_hit(hit, 0);
+    }
   for (const FailureEvent& f : trace.replay.failures())
     p.failures.push_back(Failure{f, trace.process.pid, stacks.frames(f.stack_id)});
+  p.peak_in_step_bytes = trace.replay.peak_in_step_bytes();
+  p.torch_peak_bytes = trace.replay.torch_peak_bytes();
+  p.torch_peak_in_step_bytes = trace.replay.torch_peak_in_step_bytes();
+  p.advice = advise(p);
   return p;
 }
 
+// Traces are loaded and analysed on every core (parallel.h), results kept in input order. Each
+// trace counts its suppression hits in its own copy; the counts are summed afterwards.
 Report analyze(const std::vector<std::string>& paths, const AnalyzeOptions& options) {
   Report report;
-  Suppressions suppressions;
-  if (options.suppressions) suppressions = *options.suppressions;
-  for (const std::string& path : paths) {
-    LoadedTrace trace = load_trace(path);
-    report.processes.push_back(analyze_trace(trace, options, options.suppressions ? &suppressions : nullptr));
-    add(report.summary, report.processes.back().summary);
+  report.processes.resize(paths.size());
+  std::vector<Suppressions> suppressions(options.suppressions ? paths.size() : 0);
+  uint64_t total_bytes = 0;
+  for (const std::string& path : paths) total_bytes += file_size_or_zero(path);
+  Progress progress(paths.size(), total_bytes, options.progress && Progress::stderr_is_tty());
+  parallel_for(paths.size(), options.jobs, [&](size_t i) {
+    if (options.suppressions) suppressions[i] = *options.suppressions;
+    LoadedTrace trace = load_trace(paths[i]);
+    report.processes[i] = analyze_trace(trace, options, options.suppressions ? &suppressions[i] : nullptr);
+    progress.add_bytes(trace.stats.file_bytes);
+    progress.trace_done();
+  });
+  for (const ProcessReport& p : report.processes) add(report.summary, p.summary);
+  if (options.suppressions) {
+    report.suppressions_used = options.suppressions->entries();
+    const std::vector<Suppression>& given = options.suppressions->entries();
+    for (const Suppressions& s : suppressions)
+      for (size_t k = 0; k < s.entries().size(); ++k) {
+        report.suppressions_used[k].hit_count += s.entries()[k].hit_count - given[k].hit_count;
+        report.suppressions_used[k].hit_bytes += s.entries()[k].hit_bytes - given[k].hit_bytes;
+      }
   }
-  if (options.suppressions) report.suppressions_used = suppressions.entries();
+  report.ranks = compute_ranks(report);
   return report;
 }
 
@@ -131,7 +177,7 @@ std::vector<const SiteGroup*> all_leaks(const Report& report, bool include_suppr
   std::vector<const SiteGroup*> out;
   for (const ProcessReport& p : report.processes)
     for (const SiteGroup& g : p.leaks)
-      if (include_suppressed || (!g.suppressed && g.kind != "cached")) out.push_back(&g);
+      if (include_suppressed || (!g.suppressed && g.kind == "leak")) out.push_back(&g);
   std::stable_sort(out.begin(), out.end(),
                    [](const SiteGroup* a, const SiteGroup* b) { return a->bytes > b->bytes; });
   return out;

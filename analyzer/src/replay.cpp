@@ -4,6 +4,13 @@
 
 namespace gpumemshim::analyzer {
 
+namespace {
+constexpr std::string_view kRegionPrefix = "expect_no_leak:";
+constexpr int32_t kMaxDevices = 4096;
+constexpr size_t kMaxOoms = 64;
+constexpr uint32_t kOutOfMemory = 2;  // cudaErrorMemoryAllocation == CUDA_ERROR_OUT_OF_MEMORY
+}  // namespace
+
 Replay::Replay() { live_.reserve(1024); }
 
 uint8_t Replay::address_class(MemoryKind kind) {
@@ -20,14 +27,64 @@ uint8_t Replay::address_class(MemoryKind kind) {
   return 5;
 }
 
+DeviceMemoryTrack* Replay::device_track(int32_t device) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  if (static_cast<size_t>(device) >= devices_.size()) devices_.resize(static_cast<size_t>(device) + 1);
+  DeviceMemoryTrack& d = devices_[static_cast<size_t>(device)];
+  d.device = device;
+  d.seen = true;
+  return &d;
+}
+
+uint32_t Replay::site_of(const RawSite& s, int32_t device) {
+  auto [it, inserted] = site_index_.try_emplace(s, static_cast<uint32_t>(sites_.size()));
+  if (inserted) {
+    sites_.push_back(s);
+    site_live_.push_back(0);
+    site_device_.push_back(device);
+  } else if (site_device_[it->second] != device) {
+    site_device_[it->second] = -1;
+  }
+  return it->second;
+}
+
+void Replay::site_add(uint32_t site, uint64_t bytes) {
+  peak_sites_.before_change(site, site_live_[site]);
+  site_live_[site] += bytes;
+  step_sampler_.touch(site);
+  time_sampler_.touch(site);
+}
+
+void Replay::site_sub(uint32_t site, uint64_t bytes) {
+  peak_sites_.before_change(site, site_live_[site]);
+  site_live_[site] -= bytes;
+  step_sampler_.touch(site);
+  time_sampler_.touch(site);
+}
+
+// The state before this event is the state at the end of every bucket since the last event.
+void Replay::tick(uint64_t time_ns) {
+  time_sampler_.boundary(time_tick_ + 1, site_live_);
+  time_tick_ = time_ns / kTimeTickNs;
+}
+
+SiteSampler Replay::time_samples_closed() const {
+  SiteSampler s = time_sampler_;
+  s.boundary(time_tick_ + 1, site_live_);
+  return s;
+}
+
 void Replay::alloc(const format::AllocRecord& r) {
-  seen_time(r.time_ns);
+  at(r.time_ns);
   ++summary_.allocations;
   Key key{r.address, address_class(r.kind)};
   // A live address allocated again: we missed its free; the new allocation replaces the old one.
   if (auto old = live_.find(key); old != live_.end()) remove(old);
   LiveAlloc& a = live_[key];
   a = LiveAlloc{r.address, r.size, r.stack_id, r.time_ns, r.device, r.api, r.kind, summary_.steps};
+  a.site = site_of(RawSite{r.stack_id, r.api, r.kind, false}, r.device);
+  if (!open_regions_.empty()) a.region = open_regions_.back();
+  site_add(a.site, r.size);
   KindCounters& k = summary_.by_kind[static_cast<uint8_t>(r.kind)];
   ++k.allocations;
   ++k.live_count;
@@ -35,7 +92,13 @@ void Replay::alloc(const format::AllocRecord& r) {
   k.peak_bytes = std::max(k.peak_bytes, k.live_bytes);
   if (is_device_memory_kind(r.kind)) {
     live_device_bytes_ += r.size;
+    in_step_ += r.size;
+    if (live_device_bytes_ > summary_.peak_bytes) {
+      peak_sites_.new_peak();  // ranks: sites at the peak
+      peak_in_step_ = in_step_;
+    }
     summary_.peak_bytes = std::max(summary_.peak_bytes, live_device_bytes_);
+    if (DeviceMemoryTrack* d = device_track(r.device)) d->live_device_bytes += r.size;
   }
 }
 
@@ -44,12 +107,17 @@ void Replay::remove(std::unordered_map<Key, LiveAlloc, KeyHash>::iterator it) {
   KindCounters& k = summary_.by_kind[static_cast<uint8_t>(a.kind)];
   --k.live_count;
   k.live_bytes -= a.size;
-  if (is_device_memory_kind(a.kind)) live_device_bytes_ -= a.size;
+  site_sub(a.site, a.size);
+  if (is_device_memory_kind(a.kind)) {
+    live_device_bytes_ -= a.size;
+    if (a.step == summary_.steps) in_step_ -= std::min(in_step_, a.size);
+    if (DeviceMemoryTrack* d = device_track(a.device)) d->live_device_bytes -= a.size;
+  }
   live_.erase(it);
 }
 
 void Replay::free(const format::FreeRecord& r) {
-  seen_time(r.time_ns);
+  at(r.time_ns);
   if (r.address == 0) return;  // cudaFree(nullptr): a no-op (often used to create the context)
   if (r.result != 0) {
     ++summary_.failed_frees;
@@ -66,7 +134,7 @@ void Replay::free(const format::FreeRecord& r) {
 }
 
 void Replay::failed(const format::AllocFailedRecord& r) {
-  seen_time(r.time_ns);
+  at(r.time_ns);
   ++summary_.failed_allocations;
   FailureEvent f;
   f.time_ns = r.time_ns;
@@ -84,23 +152,86 @@ void Replay::failed(const format::AllocFailedRecord& r) {
     f.meminfo_total = m->second.second;
   }
   failures_.push_back(f);
+  if (r.error == kOutOfMemory && is_device_memory_kind(r.kind) && ooms_.size() < kMaxOoms) {
+    OomEvent o;
+    o.time_ns = r.time_ns;
+    o.device = r.device;
+    o.requested = r.size;
+    o.has_device_free = f.has_meminfo;
+    o.device_free = f.meminfo_free;
+    o.stack_id = r.stack_id;
+    ooms_.push_back(o);
+  }
 }
 
 void Replay::meminfo(const format::MemInfoRecord& r) {
-  seen_time(r.time_ns);
+  at(r.time_ns);
   meminfo_[r.device] = {r.free_bytes, r.total_bytes};
+  if (DeviceMemoryTrack* d = device_track(r.device)) {
+    d->has_meminfo = true;
+    d->meminfo_free = r.free_bytes;
+    d->meminfo_total = r.total_bytes;
+    uint64_t used = r.total_bytes > r.free_bytes ? r.total_bytes - r.free_bytes : 0;
+    d->untracked_at_meminfo = used > d->live_device_bytes ? used - d->live_device_bytes : 0;
+  }
 }
 
 void Replay::marker(const format::MarkerRecord& r) {
-  seen_time(r.time_ns);
+  at(r.time_ns);
   ++summary_.markers;
-  if (r.kind == format::MarkerKind::kStep) ++summary_.steps;
+  switch (r.kind) {
+    case format::MarkerKind::kStep:
+      ++summary_.steps;
+      in_step_ = torch_in_step_ = 0;  // what is live now was made in earlier steps
+      step_sampler_.boundary(summary_.steps, site_live_);
+      break;
+    case format::MarkerKind::kRangePush:
+      if (r.name.starts_with(kRegionPrefix) && regions_.size() < UINT32_MAX - 1) {
+        open_regions_.push_back(static_cast<uint32_t>(regions_.size()));
+        regions_.push_back(Region{std::string(r.name.substr(kRegionPrefix.size())), r.thread_id,
+                                  r.time_ns, UINT64_MAX});
+      }
+      break;
+    case format::MarkerKind::kRangePop:
+      // The region API names its pops; close the innermost open region of that name, preferring
+      // the same thread. Unnamed pops (NVTX) never close a region.
+      if (r.name.starts_with(kRegionPrefix)) {
+        std::string_view name = r.name.substr(kRegionPrefix.size());
+        auto pick = open_regions_.rend();
+        for (auto it = open_regions_.rbegin(); it != open_regions_.rend(); ++it) {
+          const Region& g = regions_[*it];
+          if (g.name != name) continue;
+          if (g.thread_id == r.thread_id) {
+            pick = it;
+            break;
+          }
+          if (pick == open_regions_.rend()) pick = it;
+        }
+        if (pick != open_regions_.rend()) {
+          regions_[*pick].end_ns = r.time_ns;
+          open_regions_.erase(std::next(pick).base());
+        }
+      }
+      break;
+    default: break;
+  }
+}
+
+void Replay::torch_allocated(int32_t device, uint64_t add, uint64_t sub) {
+  DeviceMemoryTrack* d = device_track(device);
+  if (!d) return;
+  d->torch = true;
+  d->allocated = d->allocated + add - std::min(sub, d->allocated + add);
+  if (d->reserved == d->reserved_peak)  // the blocks that made the peak come after its segment
+    d->allocated_at_reserved_peak = std::max(d->allocated_at_reserved_peak, d->allocated);
+  if (d->reserved > d->allocated)
+    d->max_reserved_minus_allocated = std::max(d->max_reserved_minus_allocated, d->reserved - d->allocated);
 }
 
 // Tensor blocks live in the allocator's segments: they are counted on their own, never in the
 // device-memory counters (the segments are, through the runtime hooks).
 void Replay::torch(const format::TorchEventRecord& r) {
-  seen_time(r.time_ns);
+  at(r.time_ns);
   TorchCounters& t = summary_.torch;
   ++t.events;
   switch (r.action) {
@@ -110,12 +241,23 @@ void Replay::torch(const format::TorchEventRecord& r) {
       if (!inserted) {  // its free was missed: the new block replaces it
         --t.live_blocks;
         t.live_block_bytes -= it->second.size;
+        site_sub(it->second.site, it->second.size);
+        torch_allocated(it->second.device, 0, it->second.size);
       }
       LiveAlloc& a = it->second;
       a = LiveAlloc{r.address, r.size, r.stack_id, r.time_ns, r.device, Api::kUnknown,
                     MemoryKind::kDevice, summary_.steps, true};
+      a.site = site_of(RawSite{r.stack_id, Api::kUnknown, MemoryKind::kDevice, true}, r.device);
+      if (!open_regions_.empty()) a.region = open_regions_.back();
+      site_add(a.site, r.size);
+      torch_allocated(r.device, r.size, 0);
       ++t.live_blocks;
       t.live_block_bytes += r.size;
+      torch_in_step_ += r.size;
+      if (t.live_block_bytes > torch_peak_) {
+        torch_peak_ = t.live_block_bytes;
+        torch_peak_in_step_ = torch_in_step_;
+      }
       break;
     }
     case format::TorchAction::kFreeCompleted: {
@@ -123,15 +265,103 @@ void Replay::torch(const format::TorchEventRecord& r) {
       if (auto it = torch_live_.find(r.address); it != torch_live_.end()) {
         --t.live_blocks;
         t.live_block_bytes -= it->second.size;
+        site_sub(it->second.site, it->second.size);
+        torch_allocated(it->second.device, 0, it->second.size);
+        if (it->second.step == summary_.steps) torch_in_step_ -= std::min(torch_in_step_, it->second.size);
         torch_live_.erase(it);
       }
       break;
     }
-    case format::TorchAction::kSegmentAlloc: ++t.segment_allocs; break;
-    case format::TorchAction::kSegmentFree: ++t.segment_frees; break;
-    case format::TorchAction::kOom: ++t.ooms; break;
-    default: break;  // free_requested, map/unmap; later actions are ignored
+    case format::TorchAction::kSegmentAlloc:
+    case format::TorchAction::kSegmentMap: {
+      if (r.action == format::TorchAction::kSegmentAlloc) ++t.segment_allocs;
+      DeviceMemoryTrack* d = device_track(r.device);
+      if (!d) break;
+      d->torch = true;
+      auto [it, inserted] = d->segments.try_emplace(r.address, r.size);
+      if (!inserted) {  // its free was missed
+        d->reserved -= std::min(d->reserved, it->second);
+        it->second = r.size;
+      }
+      d->reserved += r.size;
+      if (d->reserved > d->reserved_peak) {
+        d->reserved_peak = d->reserved;
+        d->allocated_at_reserved_peak = d->allocated;
+      }
+      break;
+    }
+    case format::TorchAction::kSegmentFree:
+    case format::TorchAction::kSegmentUnmap: {
+      if (r.action == format::TorchAction::kSegmentFree) ++t.segment_frees;
+      DeviceMemoryTrack* d = device_track(r.device);
+      if (!d) break;
+      d->torch = true;
+      if (auto it = d->segments.find(r.address); it != d->segments.end()) {
+        d->reserved -= std::min(d->reserved, it->second);
+        d->segments.erase(it);
+      }
+      if (d->reserved > d->allocated)
+        d->max_reserved_minus_allocated = std::max(d->max_reserved_minus_allocated, d->reserved - d->allocated);
+      break;
+    }
+    case format::TorchAction::kOom: {
+      ++t.ooms;
+      if (ooms_.size() >= kMaxOoms) break;
+      OomEvent o;
+      o.time_ns = r.time_ns;
+      o.device = r.device;
+      o.requested = r.size;
+      o.has_device_free = true;
+      o.device_free = r.address;  // the bridge puts the device's free bytes there
+      o.torch = true;
+      o.stack_id = r.stack_id;
+      o.state = snapshot(r.device, r.time_ns);
+      ooms_.push_back(o);
+      break;
+    }
+    default: break;  // free_requested; later actions are ignored
   }
+}
+
+// Free ranges inside the segments: the gaps between the live blocks of each segment.
+TorchSnapshot Replay::snapshot(int32_t device, uint64_t time_ns) const {
+  TorchSnapshot s;
+  s.time_ns = time_ns;
+  s.device = device;
+  if (device < 0 || static_cast<size_t>(device) >= devices_.size()) return s;
+  const DeviceMemoryTrack& d = devices_[static_cast<size_t>(device)];
+  s.reserved_bytes = d.reserved;
+  s.allocated_bytes = d.allocated;
+  std::vector<std::pair<uint64_t, uint64_t>> blocks;
+  for (const auto& [address, a] : torch_live_)
+    if (a.device == device) blocks.emplace_back(address, a.size);
+  std::sort(blocks.begin(), blocks.end());
+  auto b = blocks.begin();
+  for (const auto& [start, size] : d.segments) {
+    const uint64_t end = start + size;
+    while (b != blocks.end() && b->first < start) ++b;  // blocks outside any known segment
+    uint64_t cursor = start, gaps = 0, gap_bytes = 0;
+    bool used = false;
+    for (; b != blocks.end() && b->first < end; ++b) {
+      used = true;
+      if (b->first > cursor) {
+        ++gaps;
+        gap_bytes += b->first - cursor;
+        s.largest_free_block = std::max(s.largest_free_block, b->first - cursor);
+      }
+      cursor = std::max(cursor, std::min(end, b->first + b->second));
+    }
+    if (cursor < end) {
+      ++gaps;
+      gap_bytes += end - cursor;
+      s.largest_free_block = std::max(s.largest_free_block, end - cursor);
+    }
+    if (used) {  // a segment without live blocks is one whole inactive block, not a split one
+      s.inactive_split_blocks += gaps;
+      s.inactive_split_bytes += gap_bytes;
+    }
+  }
+  return s;
 }
 
 std::vector<LiveAlloc> Replay::live() const {

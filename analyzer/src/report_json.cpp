@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "gpumemshim/analyzer/report.h"
@@ -59,6 +61,8 @@ json summary_json(const Summary& s) {
           {"leaked_allocations", s.leaked_allocations},
           {"suppressed_bytes", s.suppressed_bytes},
           {"suppressed_allocations", s.suppressed_allocations},
+          {"retained_bytes", s.retained_bytes},
+          {"cached_bytes", s.cached_bytes},
           {"markers", s.markers},
           {"steps", s.steps},
           {"ranges", s.ranges},
@@ -75,6 +79,7 @@ json summary_json(const Summary& s) {
 json group_json(const SiteGroup& g) {
   json o = {{"id", g.id},
             {"kind", g.kind},
+            {"reason", g.reason},
             {"bytes", g.bytes},
             {"count", g.count},
             {"api", g.torch_block ? std::string("torch.alloc") : std::string(format::api_name(g.api))},
@@ -82,13 +87,85 @@ json group_json(const SiteGroup& g) {
                                      : std::string(format::memory_kind_name(g.memory))},
             {"device", g.device},
             {"pid", g.pid},
+            {"rank", g.rank},
             {"first_time_s", static_cast<double>(g.first_time_ns) / 1e9},
             {"stack", frames_json(g.stack)}};
+  if (!g.region.empty()) o["region"] = g.region;
   if (g.suppressed) {
     o["suppressed"] = true;
     o["suppressed_by"] = g.suppressed_by;
   }
   return o;
+}
+
+json growth_json(const Growth& g) {
+  const bool by_time = g.basis == "time";
+  json o = {{"id", g.id},
+            {"basis", g.basis},
+            {"bytes_per_step", static_cast<uint64_t>(g.bytes_per_step)},
+            {"steps", g.steps},
+            {"warmup_steps", g.warmup_steps},
+            {"last_step", g.last_step},
+            {"first_live_bytes", g.first_live_bytes},
+            {"last_live_bytes", g.last_live_bytes},
+            {"confidence", g.confidence},
+            {"projected_oom_step", json()},
+            {"device", g.device},
+            {"pid", g.pid},
+            {"rank", g.rank},
+            {"api", g.torch_block ? std::string("torch.alloc") : std::string(format::api_name(g.api))},
+            {"memory", g.torch_block ? std::string("torch_block")
+                                     : std::string(format::memory_kind_name(g.memory))},
+            {"stack", frames_json(g.stack)}};
+  if (g.has_projection && !by_time) o["projected_oom_step"] = g.projected_oom_step;
+  if (by_time) {
+    o["bucket_s"] = g.bucket_s;
+    o["projected_oom_time_s"] =
+        g.has_projection ? json(static_cast<double>(g.projected_oom_step) * g.bucket_s) : json();
+  }
+  if (g.suppressed) {
+    o["suppressed"] = true;
+    o["suppressed_by"] = g.suppressed_by;
+  }
+  return o;
+}
+
+// Fields that only the caching allocator's events can fill are null without them.
+json fragmentation_json(const DeviceFragmentation& d) {
+  auto torch_only = [&](uint64_t v) { return d.torch ? json(v) : json(); };
+  json ooms = json::array();
+  for (const OomFinding& o : d.ooms) {
+    json e = {{"time_s", static_cast<double>(o.time_ns) / 1e9},
+              {"requested_bytes", o.requested},
+              {"reserved_bytes", o.torch ? json(o.reserved) : json()},
+              {"allocated_bytes", o.torch ? json(o.allocated) : json()},
+              {"device_free_bytes", o.has_device_free ? json(o.device_free) : json()},
+              {"largest_free_block_bytes", o.torch ? json(o.largest_free_block) : json()},
+              {"enough_total_free", o.enough_total_free},
+              {"source", o.torch ? "torch" : "runtime"},
+              {"stack", frames_json(o.stack)}};
+    if (o.suppressed) {
+      e["suppressed"] = true;
+      e["suppressed_by"] = o.suppressed_by;
+    }
+    ooms.push_back(std::move(e));
+  }
+  return {{"pid", d.pid},
+          {"rank", d.rank},
+          {"device", d.device},
+          {"torch", d.torch},
+          {"device_total_bytes", d.device_total ? json(d.device_total) : json()},
+          {"reserved_peak_bytes", torch_only(d.reserved_peak)},
+          {"allocated_at_reserved_peak_bytes", torch_only(d.allocated_at_reserved_peak)},
+          {"max_reserved_minus_allocated_bytes", torch_only(d.max_reserved_minus_allocated)},
+          {"reserved_end_bytes", torch_only(d.reserved_end)},
+          {"allocated_end_bytes", torch_only(d.allocated_end)},
+          {"blocks_at", d.torch ? json(d.snapshot) : json()},
+          {"inactive_split_blocks", torch_only(d.inactive_split_blocks)},
+          {"inactive_split_bytes", torch_only(d.inactive_split_bytes)},
+          {"largest_free_block_bytes", torch_only(d.largest_free_block)},
+          {"untracked_bytes", d.has_untracked ? json(d.untracked) : json()},
+          {"ooms", ooms}};
 }
 
 json process_json(const ProcessReport& p) {
@@ -149,6 +226,10 @@ json report_json(const Report& report) {
   json leaks = json::array();
   json failures = json::array();
   json address_space = json::array();
+  json growth = json::array();
+  json per_device = json::array();
+  json recommendations = json::array();
+  std::vector<const Growth*> all_growth;
   for (const ProcessReport& p : report.processes) {
     processes.push_back(process_json(p));
     for (const Failure& f : p.failures) {
@@ -169,8 +250,16 @@ json report_json(const Report& report) {
       failures.push_back(std::move(o));
     }
     for (const SiteGroup& g : p.address_space) address_space.push_back(group_json(g));
+    for (const Growth& g : p.growth) all_growth.push_back(&g);
+    for (const DeviceFragmentation& d : p.fragmentation) per_device.push_back(fragmentation_json(d));
+    for (const Advice& a : p.advice)
+      recommendations.push_back({{"id", a.id}, {"title", a.title}, {"action", a.action},
+                                 {"finding", a.finding}, {"evidence", a.evidence}, {"pid", p.info.pid}});
   }
   for (const SiteGroup* g : all_leaks(report, /*include_suppressed=*/true)) leaks.push_back(group_json(*g));
+  std::stable_sort(all_growth.begin(), all_growth.end(),
+                   [](const Growth* a, const Growth* b) { return a->bytes_per_step > b->bytes_per_step; });
+  for (const Growth* g : all_growth) growth.push_back(growth_json(*g));
   json summary = summary_json(report.summary);
   std::vector<const TraceStats*> all_stats;
   for (const ProcessReport& p : report.processes) all_stats.push_back(&p.stats);
@@ -181,16 +270,17 @@ json report_json(const Report& report) {
               {"leaks", leaks},
               {"failures", failures},
               {"address_space", address_space},
-              {"growth", json::array()},
-              {"fragmentation", json::object()},
-              {"recommendations", json::array()}};
+              {"growth", growth},
+              {"fragmentation", {{"per_device", per_device}}},
+              {"recommendations", recommendations}};
+  if (report.ranks.present()) out["ranks"] = ranks_json(report);
   bool markers_truncated = false;
   out["markers"] = markers_json(report, markers_truncated);
   if (markers_truncated) out["markers_truncated"] = true;
   if (!report.suppressions_used.empty()) {
     json s = json::array();
     for (const Suppression& e : report.suppressions_used)
-      s.push_back({{"pattern", e.pattern}, {"source", e.source}, {"leaks", e.hit_count},
+      s.push_back({{"kind", e.type}, {"pattern", e.pattern}, {"source", e.source}, {"leaks", e.hit_count},
                    {"bytes", e.hit_bytes}});
     out["suppressions"] = s;
   }

@@ -31,6 +31,48 @@ std::string device_str(int32_t device) {
   return device < 0 ? "several devices" : fmt::format("device {}", device);
 }
 
+void growth_text(std::string& out, const Growth& g) {
+  const bool steps = g.basis == "steps";
+  std::string projection;
+  if (g.has_projection)
+    projection = steps ? fmt::format(", device full at step {}", g.projected_oom_step)
+                       : fmt::format(", device full after {:.0f} s",
+                                     static_cast<double>(g.projected_oom_step) * g.bucket_s);
+  out += fmt::format("{} +{} per {} over {} {} (warm-up {}, confidence {:.2f}): {} -> {}{} via {} pid {} id {}{}\n",
+                     g.suppressed ? "SUPPRESSED GROWTH" : "GROWTH", bytes_str(static_cast<uint64_t>(g.bytes_per_step)),
+                     steps ? "step" : fmt::format("{:.3f} s", g.bucket_s), g.steps, steps ? "steps" : "time buckets",
+                     g.warmup_steps, g.confidence, bytes_str(g.first_live_bytes), bytes_str(g.last_live_bytes),
+                     projection, g.torch_block ? std::string_view("torch.alloc") : format::api_name(g.api), g.pid,
+                     g.id, g.suppressed ? fmt::format(" (suppressed by '{}')", g.suppressed_by) : "");
+  frames_text(out, g.stack);
+  out += "\n";
+}
+
+void fragmentation_text(std::string& out, const DeviceFragmentation& d) {
+  out += fmt::format("FRAGMENTATION pid {} device {}:", d.pid, d.device);
+  if (d.torch)
+    out += fmt::format(" reserved peak {} ({} allocated then), max reserved-allocated {}, at {} {} inactive "
+                       "split blocks ({}), largest free block {}",
+                       bytes_str(d.reserved_peak), bytes_str(d.allocated_at_reserved_peak),
+                       bytes_str(d.max_reserved_minus_allocated), d.snapshot == "oom" ? "the OOM" : "the end",
+                       d.inactive_split_blocks, bytes_str(d.inactive_split_bytes), bytes_str(d.largest_free_block));
+  else
+    out += " no caching-allocator events";
+  if (d.has_untracked) out += fmt::format(", untracked (cudaMemGetInfo) {}", bytes_str(d.untracked));
+  out += "\n";
+  for (const OomFinding& o : d.ooms) {
+    out += fmt::format("  OOM at {:.6f} s asking {}{}{}: {}{}\n", static_cast<double>(o.time_ns) / 1e9,
+                       bytes_str(o.requested),
+                       o.torch ? fmt::format(", reserved {}, allocated {}, largest free block {}", bytes_str(o.reserved),
+                                             bytes_str(o.allocated), bytes_str(o.largest_free_block))
+                               : "",
+                       o.has_device_free ? fmt::format(", device free {}", bytes_str(o.device_free)) : "",
+                       o.enough_total_free ? "enough free memory in total (fragmentation)" : "not enough free memory",
+                       o.suppressed ? fmt::format(" (suppressed by '{}')", o.suppressed_by) : "");
+  }
+  out += "\n";
+}
+
 void group_text(std::string& out, const SiteGroup& g, const char* label) {
   out += fmt::format("{} {} in {} allocation{} via {} [{}, {}] pid {} id {}{}\n", label,
                      bytes_str(g.bytes), g.count, g.count == 1 ? "" : "s",
@@ -38,6 +80,7 @@ void group_text(std::string& out, const SiteGroup& g, const char* label) {
                      g.torch_block ? std::string_view("torch_block") : format::memory_kind_name(g.memory),
                      device_str(g.device), g.pid, g.id,
                      g.suppressed ? fmt::format(" (suppressed by '{}')", g.suppressed_by) : "");
+  if (!g.reason.empty()) out += fmt::format("  ({})\n", g.reason);
   frames_text(out, g.stack);
   out += "\n";
 }
@@ -48,6 +91,8 @@ void summary_text(std::string& out, const Summary& s, const char* indent) {
   out += fmt::format("{}failed allocations: {}\n", indent, s.failed_allocations);
   if (s.failed_frees) out += fmt::format("{}failed frees:       {}\n", indent, s.failed_frees);
   out += fmt::format("{}unmatched frees:    {}\n", indent, s.unmatched_frees);
+  if (s.retained_bytes) out += fmt::format("{}retained:           {}\n", indent, bytes_str(s.retained_bytes));
+  if (s.cached_bytes) out += fmt::format("{}cached:             {}\n", indent, bytes_str(s.cached_bytes));
   out += fmt::format("{}peak device memory: {}\n", indent, bytes_str(s.peak_bytes));
   out += fmt::format("{}leaked:             {} in {} allocation{}\n", indent, bytes_str(s.leaked_bytes),
                      s.leaked_allocations, s.leaked_allocations == 1 ? "" : "s");
@@ -89,10 +134,19 @@ std::string report_text(const Report& report) {
     out += fmt::format("   markers: {} (steps: {}, ranges: {})\n", p.summary.markers, p.summary.steps,
                        p.summary.ranges);
     out += "\n";
-    for (const SiteGroup& g : p.leaks)
-      group_text(out, g, g.kind == "cached" ? "CACHED (allocator segment)"
-                         : g.suppressed     ? "SUPPRESSED LEAK"
-                                            : "LEAK");
+    for (const SiteGroup& g : p.leaks) {
+      std::string label = g.kind == "cached" ? "CACHED (allocator segment)"
+                          : g.kind == "retained" ? "RETAINED"
+                                                 : "LEAK";
+      if (g.suppressed) label = "SUPPRESSED " + label;
+      group_text(out, g, label.c_str());
+    }
+    for (const Growth& g : p.growth) growth_text(out, g);
+    for (const DeviceFragmentation& d : p.fragmentation)
+      if (d.torch || !d.ooms.empty()) fragmentation_text(out, d);
+    for (const Advice& a : p.advice)
+      out += fmt::format("ADVICE {} ({}): {}\n  {}\n  evidence: {}\n\n", a.id, a.finding, a.title, a.action,
+                         a.evidence);
     if (p.summary.torch.events)
       out += fmt::format("   torch: {} block allocs, {} frees, {} segment allocs, {} segment frees, "
                          "{} OOMs, {} blocks live ({})\n",
@@ -119,6 +173,7 @@ std::string report_text(const Report& report) {
     summary_text(out, report.summary, "   ");
     out += "\n";
   }
+  out += ranks_text(report);
   suppressions_text(out, report);
   out += fmt::format("SUMMARY: gpumemshim: {} leaked in {} allocation{}.\n",
                      bytes_str(report.summary.leaked_bytes), report.summary.leaked_allocations,

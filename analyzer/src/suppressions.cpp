@@ -62,13 +62,14 @@ Suppressions Suppressions::parse(std::string_view text, const std::string& file_
     if (line.empty() || line[0] == '#') continue;
     size_t colon = line.find(':');
     if (colon == std::string_view::npos)
-      throw std::invalid_argument(fmt::format("{}:{}: bad suppression line '{}' (expected leak:PATTERN)",
+      throw std::invalid_argument(fmt::format("{}:{}: bad suppression line '{}' (expected KIND:PATTERN)",
                                               file_name, line_no, line));
     std::string_view type = trim(line.substr(0, colon));
     std::string_view pattern = trim(line.substr(colon + 1));
-    if (type != "leak")
+    if (type != "leak" && type != "growth" && type != "retained" && type != "fragmentation")
       throw std::invalid_argument(fmt::format(
-          "{}:{}: unknown suppression type '{}' (only 'leak' is supported)", file_name, line_no, type));
+          "{}:{}: unknown suppression type '{}' (expected leak, growth, retained or fragmentation)",
+          file_name, line_no, type));
     if (pattern.empty())
       throw std::invalid_argument(fmt::format("{}:{}: empty suppression pattern", file_name, line_no));
     out.entries_.push_back(Suppression{std::string(type), std::string(pattern),
@@ -86,8 +87,9 @@ Suppressions Suppressions::load(const std::string& path) {
   return parse(ss.str(), path);
 }
 
-int Suppressions::match(const std::vector<Frame>& stack) const {
+int Suppressions::match(std::string_view type, const std::vector<Frame>& stack) const {
   for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].type != type) continue;
     const std::string& p = entries_[i].pattern;
     for (const Frame& f : stack) {
       if (template_match(p, f.function) || template_match(p, f.file) || template_match(p, f.module))

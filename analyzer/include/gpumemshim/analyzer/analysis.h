@@ -4,18 +4,24 @@
 #include <string>
 #include <vector>
 
+#include "gpumemshim/analyzer/growth.h"
 #include "gpumemshim/analyzer/load.h"
 #include "gpumemshim/analyzer/model.h"
+#include "gpumemshim/analyzer/ranks.h"
 #include "gpumemshim/analyzer/suppressions.h"
 
 namespace gpumemshim::analyzer {
 
+class StackView;
+
 // A group of surviving allocations that share a call site (symbolized stack + api + memory kind).
 struct SiteGroup {
   std::string id;            // stable short hex hash of the symbolized stack + api
-  std::string kind;          // "leak", "cached" (a caching allocator's segment in a trace with
-                             // torch events: not a leak, not in leaked_bytes); "leak" (DESIGN §8 (c)); later: "retained", "growth", ...; for
-                             // address space: "unreleased"
+  std::string kind;          // DESIGN §8: "leak" (fails check), "cached" (a caching allocator's
+                             // segment in a trace with torch events), "retained" (made before the
+                             // first step, or not accumulating); address space: "unreleased"
+  std::string reason;        // one sentence: why it is (not) a leak
+  std::string region;        // the expect_no_leak region it was allocated in, if that decided it
   uint64_t bytes = 0;
   uint64_t count = 0;
   Api api = Api::kUnknown;
@@ -23,10 +29,57 @@ struct SiteGroup {
   bool torch_block = false;  // PyTorch tensor blocks: api "torch.alloc", memory "torch_block"
   int32_t device = 0;        // -1 when the group spans several devices
   uint64_t pid = 0;
+  int64_t rank = -1;         // the process's rank (-1: none)
   uint64_t first_time_ns = 0;
   std::vector<Frame> stack;  // innermost user frame first
   bool suppressed = false;
   std::string suppressed_by;  // the pattern
+};
+
+// An OOM judged for fragmentation: was there enough free memory in total?
+struct OomFinding {
+  uint64_t time_ns = 0;
+  uint64_t requested = 0;
+  bool torch = false;              // the caching allocator's state is known
+  uint64_t reserved = 0;
+  uint64_t allocated = 0;
+  uint64_t largest_free_block = 0;
+  bool has_device_free = false;
+  uint64_t device_free = 0;
+  bool enough_total_free = false;  // reserved - allocated >= requested, or device free >= requested
+  std::vector<Frame> stack;
+  bool suppressed = false;
+  std::string suppressed_by;
+};
+
+// Fragmentation of one device of one process (JSON: fragmentation.per_device[]).
+struct DeviceFragmentation {
+  uint64_t pid = 0;
+  int64_t rank = -1;
+  int32_t device = 0;
+  bool torch = false;  // caching-allocator events exist: the reserved/allocated fields mean something
+  uint64_t reserved_peak = 0;
+  uint64_t allocated_at_reserved_peak = 0;
+  uint64_t max_reserved_minus_allocated = 0;
+  uint64_t reserved_end = 0;
+  uint64_t allocated_end = 0;
+  std::string snapshot;  // when the block figures were taken: "oom" (the first) or "end"
+  uint64_t inactive_split_blocks = 0;
+  uint64_t inactive_split_bytes = 0;
+  uint64_t largest_free_block = 0;
+  bool has_untracked = false;  // a cudaMemGetInfo sample exists
+  uint64_t untracked = 0;
+  uint64_t device_total = 0;   // Device record, else the last cudaMemGetInfo total; 0 unknown
+  std::vector<OomFinding> ooms;
+};
+
+// A recommendation (JSON: recommendations[]): always tied to a finding and its numbers.
+struct Advice {
+  std::string id;
+  std::string title;
+  std::string action;
+  std::string finding;
+  std::string evidence;
 };
 
 struct Failure {
@@ -49,8 +102,15 @@ struct ProcessReport {
   std::vector<SiteGroup> leaks;          // bytes descending; suppressed ones included (flagged)
   std::vector<SiteGroup> address_space;  // unreleased mappings / reservations
   std::vector<Failure> failures;         // in time order
+  std::vector<Growth> growth;            // bytes_per_step descending; suppressed ones flagged
+  std::vector<DeviceFragmentation> fragmentation;
+  std::vector<Advice> advice;
+  uint64_t peak_in_step_bytes = 0;        // at the device-memory peak: made in the current step
+  uint64_t torch_peak_bytes = 0;          // peak of live tensor blocks
+  uint64_t torch_peak_in_step_bytes = 0;  // ... of which made in the current step
   std::vector<MarkerEvent> markers;      // in time order; the earliest MarkerLog::kKeep
   uint64_t markers_dropped = 0;          // markers not kept (beyond MarkerLog::kKeep)
+  std::vector<SiteBytes> peak_sites;     // what each site held at this process's peak (ranks.h)
 };
 
 struct Report {
@@ -59,11 +119,14 @@ struct Report {
   // simultaneous peak: processes are not aligned in time).
   Summary summary;
   std::vector<Suppression> suppressions_used;  // with hit counts, when suppressions were given
+  Ranks ranks;  // per rank and the imbalance between ranks, with 2 or more processes
 };
 
 struct AnalyzeOptions {
   const Suppressions* suppressions = nullptr;
   size_t max_frames = 32;
+  size_t jobs = 0;        // traces analysed at once; 0: one per hardware thread
+  bool progress = false;  // a progress line on stderr (when it is a terminal, after ~2 s)
 };
 
 // Throws TraceError for an unusable trace.
@@ -71,7 +134,19 @@ Report analyze(const std::vector<std::string>& paths, const AnalyzeOptions& opti
 ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& options,
                             Suppressions* suppressions);
 
-// All leaks of a report (every process), bytes descending.
+// The site id of a symbolized stack key and api (leaks and growth share it).
+std::string site_id(const std::string& stack_key, Api api);
+std::string site_id_of(const std::string& stack_key, Api api, bool torch_block);
+
+// Findings of one process (leaks.cpp, growth_sites.cpp, fragmentation.cpp, advice.cpp).
+void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<SiteGroup>& leaks,
+                     std::vector<SiteGroup>& address_space);
+std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks);
+std::vector<DeviceFragmentation> find_fragmentation(const LoadedTrace& trace, StackView& stacks);
+std::vector<Advice> advise(const ProcessReport& p);
+
+// All unsuppressed findings that fail `check` (kind "leak"), or every leak entry of any kind
+// when include_suppressed (the report's list), bytes descending.
 std::vector<const SiteGroup*> all_leaks(const Report& report, bool include_suppressed);
 
 }  // namespace gpumemshim::analyzer

@@ -82,6 +82,8 @@ struct Summary {
   uint64_t leaked_allocations = 0;  // after suppressions
   uint64_t suppressed_bytes = 0;
   uint64_t suppressed_allocations = 0;
+  uint64_t retained_bytes = 0;      // kind "retained" (made before the first step), unsuppressed
+  uint64_t cached_bytes = 0;        // kind "cached" (a caching allocator's segments at the end)
   uint64_t markers = 0;
   uint64_t steps = 0;
   uint64_t ranges = 0;  // range pushes (NVTX ranges, expect_no_leak regions)

@@ -4,7 +4,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include <map>
+#include <string>
+
+#include "gpumemshim/analyzer/growth.h"
 #include "gpumemshim/analyzer/model.h"
+#include "gpumemshim/analyzer/peak_sites.h"
 #include "gpumemshim/format/records.h"
 
 namespace gpumemshim::analyzer {
@@ -19,6 +24,67 @@ struct LiveAlloc {
   MemoryKind kind = MemoryKind::kDevice;
   uint64_t step = 0;  // steps seen before the allocation (for step-aware findings later)
   bool torch_block = false;  // a tensor block of PyTorch's caching allocator (TorchEvent alloc)
+  uint32_t site = 0;         // raw site index (Replay::sites())
+  uint32_t region = kNoRegion;  // innermost expect_no_leak region open when it was allocated
+  static constexpr uint32_t kNoRegion = UINT32_MAX;
+};
+
+// A raw allocation site: what the replay can tell apart without symbolizing.
+struct RawSite {
+  uint64_t stack_id = 0;
+  Api api = Api::kUnknown;
+  MemoryKind kind = MemoryKind::kDevice;
+  bool torch_block = false;
+  bool operator==(const RawSite&) const = default;
+};
+
+// An expect_no_leak region (a range named "expect_no_leak:<name>").
+struct Region {
+  std::string name;  // without the prefix
+  uint64_t thread_id = 0;
+  uint64_t begin_ns = 0;
+  uint64_t end_ns = UINT64_MAX;  // UINT64_MAX: never closed (ends with the trace)
+};
+
+// PyTorch caching-allocator state at one moment (an OOM, or the end of the trace).
+struct TorchSnapshot {
+  uint64_t time_ns = 0;
+  int32_t device = 0;
+  uint64_t reserved_bytes = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t inactive_split_blocks = 0;  // free ranges inside segments that hold live blocks
+  uint64_t inactive_split_bytes = 0;
+  uint64_t largest_free_block = 0;     // largest free range inside any segment
+};
+
+// An OOM as fragmentation sees it: the torch allocator's, or a failed runtime allocation.
+struct OomEvent {
+  uint64_t time_ns = 0;
+  int32_t device = 0;
+  uint64_t requested = 0;
+  bool has_device_free = false;
+  uint64_t device_free = 0;
+  bool torch = false;  // from the caching allocator (reserved/allocated known)
+  uint64_t stack_id = 0;
+  TorchSnapshot state;  // torch: the allocator's state then
+};
+
+// Per device: the caching allocator's reserved/allocated over time and cudaMemGetInfo samples.
+struct DeviceMemoryTrack {
+  int32_t device = 0;
+  bool seen = false;
+  uint64_t reserved = 0;
+  uint64_t allocated = 0;
+  uint64_t reserved_peak = 0;
+  uint64_t allocated_at_reserved_peak = 0;
+  uint64_t max_reserved_minus_allocated = 0;
+  uint64_t live_device_bytes = 0;  // runtime-level, this device
+  bool has_meminfo = false;
+  uint64_t meminfo_free = 0;
+  uint64_t meminfo_total = 0;
+  uint64_t untracked_at_meminfo = 0;  // total - free - live_device_bytes at the last sample
+  bool torch = false;                 // torch segment/block events seen
+  std::map<uint64_t, uint64_t> segments;  // address -> size (segments and mapped ranges)
 };
 
 struct FailureEvent {
@@ -53,6 +119,29 @@ class Replay {
   uint64_t live_device_bytes() const { return live_device_bytes_; }
   // Everything alive now, in allocation order (ties by address).
   std::vector<LiveAlloc> live() const;
+  // The time buckets, including the last (still open) one.
+  SiteSampler time_samples_closed() const;
+  uint64_t last_time_bucket() const { return time_tick_ + 1; }
+  // The caching allocator's state now on a device (at the end, after the replay).
+  TorchSnapshot snapshot(int32_t device, uint64_t time_ns) const;
+  const std::vector<uint64_t>& site_live() const { return site_live_; }
+  // At the device-memory peak: the bytes allocated since the last step marker (activations and
+  // temporaries of the step in progress), and the same for the peak of live tensor blocks.
+  uint64_t peak_in_step_bytes() const { return peak_in_step_; }
+  uint64_t torch_peak_bytes() const { return torch_peak_; }
+  uint64_t torch_peak_in_step_bytes() const { return torch_peak_in_step_; }
+
+  const std::vector<RawSite>& sites() const { return sites_; }
+  // The device a raw site allocated on (-1: several).
+  int32_t site_device(uint32_t site) const { return site_device_[site]; }
+  // What each site held when live device bytes peaked (PeakSiteTracker::at_peak(site_live())).
+  const PeakSiteTracker& peak_sites() const { return peak_sites_; }
+  const SiteSampler& step_samples() const { return step_sampler_; }
+  uint64_t time_tick_ns() const { return kTimeTickNs; }
+  const std::vector<Region>& regions() const { return regions_; }
+  // Devices that had events, by device number (entries with seen == false are gaps).
+  const std::vector<DeviceMemoryTrack>& devices() const { return devices_; }
+  const std::vector<OomEvent>& ooms() const { return ooms_; }
 
  private:
   // Which table an event's address belongs to: device addresses (device, managed, pool share
@@ -69,6 +158,39 @@ class Replay {
     }
   };
   void remove(std::unordered_map<Key, LiveAlloc, KeyHash>::iterator it);
+  struct RawSiteHash {
+    size_t operator()(const RawSite& s) const noexcept {
+      uint64_t tag = (uint64_t{static_cast<uint8_t>(s.api)} << 9) |
+                     (uint64_t{static_cast<uint8_t>(s.kind)} << 1) | (s.torch_block ? 1 : 0);
+      return static_cast<size_t>((s.stack_id ^ (tag << 47)) * 0x9E3779B97F4A7C15ull);
+    }
+  };
+  uint32_t site_of(const RawSite& s, int32_t device);
+  void site_add(uint32_t site, uint64_t bytes);
+  void site_sub(uint32_t site, uint64_t bytes);
+  // Every timed event passes here first: the time, and the time buckets it closes.
+  void at(uint64_t time_ns) {
+    seen_time(time_ns);
+    if (time_ns / kTimeTickNs > time_tick_) tick(time_ns);
+  }
+  void tick(uint64_t time_ns);
+  void torch_allocated(int32_t device, uint64_t add, uint64_t sub);
+
+  std::vector<RawSite> sites_;
+  std::unordered_map<RawSite, uint32_t, RawSiteHash> site_index_;
+  std::vector<uint64_t> site_live_;
+  std::vector<int32_t> site_device_;
+  uint64_t in_step_ = 0, peak_in_step_ = 0;  // device bytes allocated in the current step, live
+  uint64_t torch_in_step_ = 0, torch_peak_ = 0, torch_peak_in_step_ = 0;
+  PeakSiteTracker peak_sites_;
+  SiteSampler step_sampler_{kMaxStepPoints};
+  SiteSampler time_sampler_{kMaxTimePoints};
+  uint64_t time_tick_ = 0;  // the time bucket (of kTimeTickNs) of the last event
+  std::vector<Region> regions_;
+  std::vector<uint32_t> open_regions_;
+  DeviceMemoryTrack* device_track(int32_t device);  // nullptr for implausible device numbers
+  std::vector<DeviceMemoryTrack> devices_;
+  std::vector<OomEvent> ooms_;
 
   std::unordered_map<Key, LiveAlloc, KeyHash> live_;
   std::unordered_map<uint64_t, LiveAlloc> torch_live_;  // tensor blocks by address

@@ -1,4 +1,5 @@
-// LeakSanitizer-style suppressions: `leak:PATTERN` lines, `#` comments, blank lines. A pattern
+// LeakSanitizer-style suppressions: `KIND:PATTERN` lines (KIND: leak, growth, retained,
+// fragmentation — the finding kind it silences), `#` comments, blank lines. A pattern
 // matches a leak when it matches the function, file or module of any frame of its stack, with
 // LSan's TemplateMatch semantics (`*` wildcard, substring match unless anchored by ^ / $).
 #pragma once
@@ -15,7 +16,7 @@ namespace gpumemshim::analyzer {
 bool template_match(std::string_view templ, std::string_view str);
 
 struct Suppression {
-  std::string type;     // "leak"
+  std::string type;     // "leak", "growth", "retained" or "fragmentation"
   std::string pattern;
   std::string source;   // "file:line"
   uint64_t hit_count = 0;  // leak groups suppressed
@@ -30,7 +31,9 @@ class Suppressions {
   static Suppressions load(const std::string& path);
 
   // The index of the first matching leak suppression, or -1.
-  int match(const std::vector<Frame>& stack) const;
+  int match(const std::vector<Frame>& stack) const { return match("leak", stack); }
+  // The index of the first matching suppression of that kind, or -1.
+  int match(std::string_view type, const std::vector<Frame>& stack) const;
   void record_hit(int index, uint64_t bytes);
   const std::vector<Suppression>& entries() const { return entries_; }
   bool empty() const { return entries_.empty(); }

@@ -1,0 +1,101 @@
+// Growth (DESIGN.md §8): live bytes per allocation site sampled at step boundaries (or, without
+// step markers, at equal time buckets), and a robust trend fit per site.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpumemshim/analyzer/model.h"
+
+namespace gpumemshim::analyzer {
+
+// Live bytes per raw site (an index the replay hands out) at numbered boundaries 1, 2, 3, ...
+// Only sites touched since the previous boundary are written at a boundary, so sampling costs
+// O(events), not O(sites x boundaries). Memory stays bounded: once more than max_points
+// boundaries exist, only every k-th is kept (k doubles), so a site holds at most max_points
+// values however long the run.
+class SiteSampler {
+ public:
+  explicit SiteSampler(uint64_t max_points) : max_points_(max_points) {}
+  // The site's live bytes changed since the last boundary.
+  void touch(uint32_t site) {
+    if (site >= dirty_flag_.size()) dirty_flag_.resize(site + 1, 0);
+    if (!dirty_flag_[site]) {
+      dirty_flag_[site] = 1;
+      dirty_.push_back(site);
+    }
+  }
+  // Boundary `index` (increasing, from 1) is reached: live_by_site holds every site's bytes now.
+  void boundary(uint64_t index, const std::vector<uint64_t>& live_by_site);
+  uint64_t last_boundary() const { return last_; }
+  uint64_t stride() const { return k_; }
+  // The boundaries kept (every stride-th, and the last one), increasing.
+  std::vector<uint64_t> points() const;
+  // A site's live bytes at each of points() (0 before it was first sampled).
+  std::vector<uint64_t> series(uint32_t site) const;
+  // Sites that have at least one sample.
+  size_t sites() const { return samples_.size(); }
+
+ private:
+  struct Sample {
+    uint64_t tag;    // the first kept boundary at which this value holds
+    uint64_t bytes;
+  };
+  void thin(uint64_t new_stride);
+
+  uint64_t max_points_;
+  uint64_t k_ = 1;
+  uint64_t last_ = 0;
+  std::vector<uint32_t> dirty_;
+  std::vector<uint8_t> dirty_flag_;
+  std::vector<std::vector<Sample>> samples_;  // by site
+};
+
+// One growth fit: x = boundary indices, y = live bytes.
+struct TrendFit {
+  double slope = 0;        // bytes per boundary (Theil–Sen)
+  double intercept = 0;
+  double confidence = 0;   // share of fitted points within two boundaries' growth of the line
+  size_t points = 0;       // points used (after warm-up)
+  size_t warmup = 0;       // points excluded at the start
+  uint64_t first_bytes = 0;
+  uint64_t last_bytes = 0;
+};
+
+// Theil–Sen slope (median of pairwise slopes, at most 256 evenly spaced points) over the points
+// after the warm-up (the first 10%, at least 1). Fewer than 4 points left: points == 0.
+TrendFit fit_trend(const std::vector<uint64_t>& x, const std::vector<uint64_t>& y);
+
+// Growth is reported only when the fit rises by at least one byte per boundary and this share of
+// its points agree with the line.
+inline constexpr double kMinGrowthConfidence = 0.5;
+inline constexpr size_t kMaxStepPoints = 512;   // kept step boundaries
+inline constexpr size_t kMaxTimePoints = 40;    // time buckets kept without step markers (20..40)
+inline constexpr uint64_t kTimeTickNs = 1000;   // the finest time bucket; doubled as needed
+
+// A site whose live bytes rise steadily (JSON: growth[]).
+struct Growth {
+  std::string id;             // the site id (same as the site's leak entries)
+  std::string basis;          // "steps" or "time" (no step markers: equal time buckets)
+  double bytes_per_step = 0;  // per step, or per time bucket for basis "time"
+  double bucket_s = 0;        // seconds per bucket (basis "time")
+  uint64_t steps = 0;         // boundaries used in the fit
+  uint64_t warmup_steps = 0;  // excluded at the start
+  uint64_t last_step = 0;     // the last boundary sampled
+  uint64_t first_live_bytes = 0;
+  uint64_t last_live_bytes = 0;
+  double confidence = 0;
+  bool has_projection = false;
+  uint64_t projected_oom_step = 0;  // the boundary at which the device would be full
+  Api api = Api::kUnknown;
+  MemoryKind memory = MemoryKind::kDevice;
+  bool torch_block = false;
+  int32_t device = 0;
+  uint64_t pid = 0;
+  int64_t rank = -1;
+  std::vector<Frame> stack;
+  bool suppressed = false;
+  std::string suppressed_by;
+};
+
+}  // namespace gpumemshim::analyzer

@@ -1,0 +1,148 @@
+// Advice (DESIGN.md §8): each rule needs a finding and the numbers that justify it; no finding, no
+// advice. Rules that would need what a trace cannot show (tensor dtypes: AMP; which tensors are
+// optimizer state: set_to_none) are not made.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "gpumemshim/analyzer/analysis.h"
+#include "gpumemshim/analyzer/report.h"
+
+namespace gpumemshim::analyzer {
+
+namespace {
+
+// A growing site that adds at most this much per step, every step, is typically one scalar tensor
+// kept per step with its graph (total_loss += loss).
+constexpr double kSmallStepBytes = 64 * 1024;
+constexpr double kEveryStepConfidence = 0.9;
+// The peak is "near the device total" above this share of it.
+constexpr double kNearTotal = 0.9;
+// Memory made inside the step in progress that dominates the peak: activations and temporaries.
+constexpr double kInStepDominates = 0.5;
+// Cached memory at the end worth giving back: at least half of what is reserved, and 64 MiB.
+constexpr uint64_t kLargeCache = 64ull << 20;
+
+std::string where(const std::vector<Frame>& stack) {
+  for (const Frame& f : stack)
+    if (!f.file.empty() && f.line) return fmt::format("{}:{}", f.file, f.line);
+  for (const Frame& f : stack)
+    if (!f.function.empty()) return f.function;
+  return "an unknown site";
+}
+
+bool has_python(const std::vector<Frame>& stack) {
+  return std::any_of(stack.begin(), stack.end(), [](const Frame& f) { return f.python; });
+}
+
+double pct(uint64_t part, uint64_t whole) {
+  return whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+}
+
+}  // namespace
+
+std::vector<Advice> advise(const ProcessReport& p) {
+  std::vector<Advice> out;
+  const std::string pid = std::to_string(p.info.pid);
+
+  for (const Growth& g : p.growth) {
+    if (g.suppressed) continue;
+    std::string evidence = fmt::format(
+        "live bytes at {} grow by {} bytes per {} over {} {} (confidence {:.2f}): {} -> {}{}", where(g.stack),
+        static_cast<uint64_t>(g.bytes_per_step), g.basis == "steps" ? "step" : "time bucket", g.steps,
+        g.basis == "steps" ? "steps" : "time buckets", g.confidence, human_bytes(g.first_live_bytes),
+        human_bytes(g.last_live_bytes),
+        !g.has_projection ? ""
+        : g.basis == "steps"
+            ? fmt::format("; the device would be full at step {}", g.projected_oom_step)
+            : fmt::format("; the device would be full after {:.0f} s", static_cast<double>(g.projected_oom_step) * g.bucket_s));
+    if (has_python(g.stack) && g.bytes_per_step <= kSmallStepBytes && g.confidence >= kEveryStepConfidence)
+      out.push_back({"item-or-detach", "Accumulate Python numbers, not tensors",
+                     "A small tensor made at this line survives every step, as when a loss is summed "
+                     "across steps (total_loss += loss) and keeps its autograd graph alive: accumulate "
+                     "loss.item() or loss.detach() instead.",
+                     "growth:" + g.id, evidence});
+    else
+      out.push_back({"del-references", "Drop references kept across steps",
+                     "Memory allocated at this line is still referenced steps later (a list, dict, "
+                     "cache or attribute that keeps growing): delete the references when done (del), or "
+                     "keep .detach().cpu() copies.",
+                     "growth:" + g.id, evidence});
+  }
+
+  for (const DeviceFragmentation& d : p.fragmentation) {
+    if (!d.torch) continue;
+    const std::string finding = fmt::format("fragmentation:{}:{}", pid, d.device);
+    const OomFinding* oom = nullptr;
+    for (const OomFinding& o : d.ooms)
+      if (!o.suppressed && o.enough_total_free && o.torch) {
+        oom = &o;
+        break;
+      }
+    if (oom) {
+      std::string evidence = fmt::format(
+          "OOM at {:.3f} s asking {} ({} bytes) while {} was reserved and {} allocated: {} free in "
+          "the cache, largest free block {}; {} inactive split blocks ({})",
+          static_cast<double>(oom->time_ns) / 1e9, human_bytes(oom->requested), oom->requested,
+          human_bytes(oom->reserved), human_bytes(oom->allocated), human_bytes(oom->reserved - oom->allocated),
+          human_bytes(oom->largest_free_block), d.inactive_split_blocks, human_bytes(d.inactive_split_bytes));
+      out.push_back({"expandable-segments", "Let the caching allocator grow segments in place",
+                     "The OOM happened with enough memory free in total, split across segments: set "
+                     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True so that segments grow instead of "
+                     "fragmenting.",
+                     finding, evidence});
+      out.push_back({"max-split-size", "Stop large blocks from being split",
+                     fmt::format("Alternatively set PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:{} so "
+                                 "that blocks larger than the request are not split into unusable pieces.",
+                                 std::max<uint64_t>(1, oom->requested >> 20)),
+                     finding, evidence});
+    }
+    // The cache still holds a lot at the end: other processes (or non-PyTorch code) could use it.
+    if (d.reserved_end >= kLargeCache && d.reserved_end - d.allocated_end >= d.reserved_end / 2)
+      out.push_back({"del-and-empty-cache", "Give the cached memory back",
+                     "Most reserved memory is unused at the end: del the tensors you no longer need, then "
+                     "call torch.cuda.empty_cache() so other processes and libraries can use it.",
+                     finding,
+                     fmt::format("at the end {} reserved by the caching allocator, {} of it allocated "
+                                 "({:.0f}% unused)",
+                                 human_bytes(d.reserved_end), human_bytes(d.allocated_end),
+                                 pct(d.reserved_end - d.allocated_end, d.reserved_end))});
+  }
+
+  // Peak close to the device's capacity (or an OOM that no defragmenting would have avoided).
+  uint64_t total = 0;
+  for (const DeviceInfo& d : p.devices) total = std::max(total, d.total_bytes);
+  for (const DeviceFragmentation& d : p.fragmentation) total = std::max(total, d.device_total);
+  bool hard_oom = false;
+  for (const DeviceFragmentation& d : p.fragmentation)
+    for (const OomFinding& o : d.ooms) hard_oom |= !o.suppressed && !o.enough_total_free;
+  const uint64_t peak = p.summary.peak_bytes;
+  const bool near = total && static_cast<double>(peak) >= kNearTotal * static_cast<double>(total);
+  if (near || hard_oom) {
+    const std::string finding = "peak:" + pid;
+    std::string evidence = total ? fmt::format("peak {} of {} on the device ({:.0f}%)", human_bytes(peak),
+                                               human_bytes(total), pct(peak, total))
+                                 : fmt::format("peak {}", human_bytes(peak));
+    if (hard_oom) evidence += "; an OOM happened without enough free memory in total";
+    if (p.summary.steps > 0)
+      out.push_back({"gradient-accumulation", "Use smaller batches and accumulate gradients",
+                     "Split each batch into micro-batches and call optimizer.step() every N of them: the "
+                     "per-step memory shrinks with the micro-batch while the effective batch stays.",
+                     finding, evidence});
+    // Activations: what the step in progress made and still holds at the peak.
+    const uint64_t in_step = p.torch_peak_bytes ? p.torch_peak_in_step_bytes : p.peak_in_step_bytes;
+    const uint64_t at_peak = p.torch_peak_bytes ? p.torch_peak_bytes : peak;
+    if (p.summary.steps > 0 && at_peak &&
+        static_cast<double>(in_step) >= kInStepDominates * static_cast<double>(at_peak))
+      out.push_back({"gradient-checkpointing", "Recompute activations instead of keeping them",
+                     "Memory made during the step dominates the peak: wrap blocks of the model in "
+                     "torch.utils.checkpoint.checkpoint so their activations are recomputed in backward.",
+                     finding,
+                     fmt::format("{}; {} of the {} live at the peak was allocated in the step in progress "
+                                 "({:.0f}%: activations and temporaries)",
+                                 evidence, human_bytes(in_step), human_bytes(at_peak), pct(in_step, at_peak))});
+  }
+  return out;
+}
+
+}  // namespace gpumemshim::analyzer

@@ -1,0 +1,191 @@
+"""The analyzer's findings (DESIGN.md §8) on fake-CUDA scenarios, judged through the CLI: leak
+kinds with their reasons, growth at the right line with the right bytes/step, fragmentation with
+an OOM that had enough free memory in total, advice, and `check`'s exit codes and suppressions."""
+import json
+
+import pytest
+
+from conftest import BUILD, site_line
+
+APP = BUILD / "tests" / "integration" / "findings_app"
+SRC = "findings_app.cpp"
+STEPS = 30
+
+
+def record(run, *args):
+    r = run.program([APP, *args])
+    assert r.returncode == 0, r.stderr
+    [trace] = run.traces()
+    return trace
+
+
+def at_line(entries, name):
+    line = site_line(name, SRC)
+    return [e for e in entries if e["stack"] and e["stack"][0]["file"].endswith(SRC)
+            and e["stack"][0]["line"] == line]
+
+
+def test_growth_found_at_the_leaking_line_with_its_bytes_per_step(run):
+    trace = record(run, "growth", STEPS)
+    report = run.report(trace)
+    [growth] = report["growth"]  # the steady work of each step (alloc/free) grows nothing
+    assert at_line([growth], "step_leak") == [growth], growth["stack"][:2]
+    assert abs(growth["bytes_per_step"] - 4096) <= 16
+    assert growth["basis"] == "steps" and growth["confidence"] >= 0.9
+    assert growth["warmup_steps"] >= 1 and growth["steps"] + growth["warmup_steps"] == STEPS
+    assert growth["last_live_bytes"] - growth["first_live_bytes"] == 4096 * (growth["steps"] - 1)
+    # The device total comes from cudaMemGetInfo: the projection is the step where it runs out.
+    assert growth["projected_oom_step"] > STEPS
+    # The same site in the leak list has the same id, and it is a leak: it accumulates.
+    leaks = [l for l in at_line(report["leaks"], "step_leak") if l["kind"] == "leak"]
+    assert [l["id"] for l in leaks] == [growth["id"]]
+    assert "accumulate step over step" in leaks[0]["reason"]
+    advice = [a for a in report["recommendations"] if a["finding"] == "growth:" + growth["id"]]
+    assert advice and advice[0]["id"] == "del-references" and "4096 bytes per step" in advice[0]["evidence"]
+    text = run.cli("report", trace).stdout
+    assert f"GROWTH +4.00 KiB (4096 bytes) per step" in text
+    assert f"{SRC}:{site_line('step_leak', SRC)}" in text
+
+
+def test_steady_twin_has_no_growth_and_passes_check(run):
+    trace = record(run, "steady", STEPS)
+    report = run.report(trace)
+    assert report["growth"] == []
+    assert report["summary"]["leaked_bytes"] == 0
+    [weights] = at_line(report["leaks"], "weights")
+    assert weights["kind"] == "retained"
+    assert weights["reason"] == "allocated before the first step and alive at exit"
+    assert report["summary"]["retained_bytes"] == weights["bytes"] == 1 << 20
+    r = run.cli("check", trace, "--max-growth-bytes-per-step", 0)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_check_fails_on_growth_only_when_asked(run):
+    trace = record(run, "growth", STEPS)
+    # The leak itself fails the default check; allow it to look at growth alone.
+    allow = ["--max-leak-bytes", 1 << 30]
+    assert run.cli("check", trace, *allow).returncode == 0
+    r = run.cli("check", trace, *allow, "--max-growth-bytes-per-step", 4000)
+    assert r.returncode == 1
+    assert f"{SRC}:{site_line('step_leak', SRC)}" in r.stdout and "growing faster" in r.stderr
+    assert run.cli("check", trace, *allow, "--max-growth-bytes-per-step", 5000).returncode == 0
+    bad = run.cli("check", trace, "--max-growth-bytes-per-step", "fast")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_last_step_output_is_retained_not_leaked(run):
+    trace = record(run, "retained", STEPS)
+    report = run.report(trace)
+    [last] = at_line(report["leaks"], "last_output")
+    assert last["kind"] == "retained" and "not accumulating" in last["reason"]
+    assert report["summary"]["leaked_bytes"] == 0
+    assert run.cli("check", trace).returncode == 0
+
+
+def test_expect_no_leak_region_leak(run):
+    trace = record(run, "region", 5)
+    report = run.report(trace)
+    [leak] = at_line(report["leaks"], "region_leak")
+    assert leak["kind"] == "leak" and leak["region"] == "eval" and leak["bytes"] == 16384
+    assert leak["reason"] == "allocated inside expect_no_leak region 'eval' and alive at its end"
+    assert report["summary"]["leaked_bytes"] == 16384
+    assert run.cli("check", trace).returncode == 1
+
+
+def test_without_step_markers_growth_falls_back_to_time_buckets(run):
+    trace = record(run, "timegrowth", 40)
+    report = run.report(trace)
+    [growth] = at_line(report["growth"], "step_leak")
+    assert growth["basis"] == "time" and growth["bucket_s"] > 0 and growth["projected_oom_step"] is None
+    assert 10 <= growth["steps"] <= 40
+    # Alive at exit without step markers: a leak (LeakSanitizer's meaning).
+    [leak] = at_line(report["leaks"], "step_leak")
+    assert leak["kind"] == "leak" and leak["reason"] == "alive at exit in a trace without step markers"
+
+
+def test_fragmentation_oom_with_enough_total_free_gets_expandable_segments(run):
+    trace = record(run, "frag")
+    report = run.report(trace)
+    [dev] = [d for d in report["fragmentation"]["per_device"] if d["torch"]]
+    assert dev["reserved_peak_bytes"] == 20 << 20
+    assert dev["allocated_at_reserved_peak_bytes"] == 20 << 20
+    assert dev["max_reserved_minus_allocated_bytes"] >= 10 << 20
+    assert dev["blocks_at"] == "oom"
+    assert (dev["inactive_split_blocks"], dev["inactive_split_bytes"]) == (5, 10 << 20)
+    assert dev["largest_free_block_bytes"] == 2 << 20
+    [oom] = dev["ooms"]
+    assert oom["requested_bytes"] == 4 << 20 and oom["device_free_bytes"] == 1 << 20
+    assert (oom["reserved_bytes"], oom["allocated_bytes"]) == (20 << 20, 10 << 20)
+    assert oom["enough_total_free"] is True
+    assert at_line([oom], "torch_oom") == [oom]
+    ids = {a["id"]: a for a in report["recommendations"]}
+    finding = f"fragmentation:{report['processes'][0]['pid']}:0"
+    assert ids["expandable-segments"]["finding"] == finding
+    assert "expandable_segments:True" in ids["expandable-segments"]["action"]
+    assert "largest free block 2.00 MiB" in ids["expandable-segments"]["evidence"]
+    assert "max-split-size" in ids
+    # The segment is the allocator's cache, never a leak.
+    cached = [l for l in report["leaks"] if l["kind"] == "cached"]
+    assert cached and cached[0]["reason"] == "segment held by PyTorch's caching allocator"
+    text = run.cli("report", trace).stdout
+    assert "enough free memory in total (fragmentation)" in text and "ADVICE expandable-segments" in text
+
+
+def test_runtime_only_trace_has_null_allocator_fields(run):
+    trace = record(run, "steady", 10)
+    report = run.report(trace)
+    for d in report["fragmentation"]["per_device"]:
+        assert d["torch"] is False and d["reserved_peak_bytes"] is None and d["ooms"] == []
+        assert d["untracked_bytes"] is not None  # a cudaMemGetInfo sample exists
+    assert [a for a in report["recommendations"] if a["id"] == "expandable-segments"] == []
+
+
+@pytest.mark.parametrize("kind", ["growth", "leak", "retained", "fragmentation"])
+def test_suppressions_of_every_finding_kind(run, kind):
+    mode = {"growth": "growth", "leak": "region", "retained": "steady", "fragmentation": "frag"}[kind]
+    trace = record(run, mode, *([] if mode == "frag" else [STEPS if mode != "region" else 5]))
+    fn = {"growth": "keep_history", "leak": "evaluate_and_forget", "retained": "load_weights",
+          "fragmentation": "torch_oom"}[kind]
+    supp = run.dir / "s.supp"
+    supp.write_text(f"# known\n{kind}:{fn}\n")
+    report = run.cli("report", "--format", "json", "--suppressions", supp, trace)
+    assert report.returncode == 0, report.stderr
+    r = json.loads(report.stdout)
+    if kind == "growth":
+        [g] = r["growth"]
+        assert g["suppressed"] and g["suppressed_by"] == fn
+        # A suppressed growth neither fails check nor gets advice.
+        assert run.cli("check", trace, "--max-leak-bytes", 1 << 30, "--max-growth-bytes-per-step", 1,
+                       "--suppressions", supp).returncode == 0
+        assert not [a for a in r["recommendations"] if a["finding"] == "growth:" + g["id"]]
+    elif kind == "leak":
+        [leak] = at_line(r["leaks"], "region_leak")
+        assert leak["suppressed"] and r["summary"]["leaked_bytes"] == 0
+        assert run.cli("check", trace, "--suppressions", supp).returncode == 0
+    elif kind == "retained":
+        [w] = at_line(r["leaks"], "weights")
+        assert w["kind"] == "retained" and w["suppressed"] and r["summary"]["retained_bytes"] == 0
+    else:
+        [oom] = [o for d in r["fragmentation"]["per_device"] for o in d["ooms"]]
+        assert oom["suppressed"] and oom["suppressed_by"] == fn
+        assert not [a for a in r["recommendations"] if a["id"] == "expandable-segments"]
+    # A suppression of one kind does not silence another kind at the same site.
+    other = run.dir / "o.supp"
+    other.write_text(f"{'retained' if kind != 'retained' else 'leak'}:{fn}\n")
+    r2 = json.loads(run.cli("report", "--format", "json", "--suppressions", other, trace).stdout)
+    flagged = [e for e in r2["growth"] + r2["leaks"] if e.get("suppressed")]
+    if kind != "retained":
+        assert all(e.get("kind") == "retained" for e in flagged)
+    else:
+        assert flagged == []
+
+
+def test_unknown_suppression_kind_is_a_one_line_error(run):
+    trace = record(run, "steady", 5)
+    supp = run.dir / "bad.supp"
+    supp.write_text("leak:x\nrace:y\n")
+    for cmd in (["check"], ["report"]):
+        r = run.cli(*cmd, trace, "--suppressions", supp)
+        assert r.returncode == 2
+        assert r.stderr.startswith("gpumemshim: error:") and r.stderr.count("\n") == 1
+        assert "bad.supp:2" in r.stderr
