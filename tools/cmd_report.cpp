@@ -15,6 +15,8 @@ int run_report(const ReportOptions& o) {
     throw CliError("--format must be text, json or html, not '" + o.format + "'");
   an::Suppressions sup;
   an::AnalyzeOptions opts;
+  opts.jobs = o.jobs;
+  opts.progress = !o.quiet;
   if (!o.suppressions.empty()) {
     try {
       sup = an::Suppressions::load(o.suppressions);
