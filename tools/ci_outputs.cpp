@@ -14,7 +14,7 @@ void write_ci_outputs(const CheckOptions& o, const an::Report& report, const an:
   if (o.junit.empty() && o.sarif.empty()) return;
   nlohmann::json json = an::report_json(report);
   if (!o.junit.empty()) write_output(o.junit, an::report_junit(json, policy));
-  if (!o.sarif.empty()) write_output(o.sarif, an::report_sarif(json, policy).dump(2) + "\n");
+  if (!o.sarif.empty()) write_output(o.sarif, an::report_sarif(json, policy).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace gpumemshim::cli

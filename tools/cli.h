@@ -56,6 +56,15 @@ struct CheckOptions {
 };
 int run_check(const CheckOptions& o);
 
+struct DiffOptions {
+  std::string base;
+  std::string next;
+  std::optional<double> fail_on_regression;  // --fail-on-regression PCT
+  std::string format = "text";
+  std::string output;
+};
+int run_diff(const DiffOptions& o);
+
 struct StatsOptions {
   std::vector<std::string> traces;
 };

@@ -79,6 +79,15 @@ int main(int argc, char** argv) {
       ->required();
   exporter->add_option("-o,--output", exp.output, "write to FILE (default: stdout)");
 
+  DiffOptions dif;
+  auto* diff = app.add_subcommand("diff", "compare two runs: peak, leaks and the call sites that got worse");
+  diff->add_option("base", dif.base, "trace of the base run")->required();
+  diff->add_option("new", dif.next, "trace of the new run")->required();
+  diff->add_option("--fail-on-regression", dif.fail_on_regression,
+                   "exit 1 when peak or leaked bytes grew by more than PCT percent or a leak site appeared");
+  diff->add_option("--format", dif.format, "text or json")->capture_default_str();
+  diff->add_option("-o,--output", dif.output, "write the comparison to FILE");
+
   StatsOptions sts;
   auto* stats = app.add_subcommand("stats", "record counts and sizes of traces");
   stats->add_option("traces", sts.traces, "trace files")->required();
@@ -105,6 +114,7 @@ int main(int argc, char** argv) {
     }
     if (*report) return run_report(rep);
     if (*check) return run_check(chk);
+    if (*diff) return run_diff(dif);
     if (*stats) return run_stats(sts);
     if (*exporter) return run_export(exp);
   } catch (const CliError& e) {

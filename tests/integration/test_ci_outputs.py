@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import SCENARIOS, site_line
+from conftest import BUILD, SCENARIOS, site_line
 
 MIB = 1 << 20
 
@@ -195,3 +195,39 @@ def test_unwritable_output_is_a_one_line_error_with_exit_2(run, flag):
     assert r.stderr.startswith("gpumemshim: error:") and r.stderr.count("\n") == 1, r.stderr
     assert str(target) in r.stderr
     assert not os.path.exists(target)
+
+
+FINDINGS_APP = BUILD / "tests" / "integration" / "findings_app"
+
+
+def test_growth_is_a_result_at_its_line_and_fails_only_over_the_limit(run):
+    assert run.program([FINDINGS_APP, "growth", 30]).returncode == 0
+    [trace] = run.traces()
+    line = site_line("step_leak", "findings_app.cpp")
+    r, junit, sarif = check_with_outputs(run, trace, "--max-leak-bytes", 1 << 40,
+                                         "--max-growth-bytes-per-step", 1024)
+    assert r.returncode == 1, r.stderr
+    [growth_case] = [c for c in validate_junit(junit) if c.get("classname") == "gpumemshim.growth"]
+    failure = growth_case.find("failure")
+    assert failure is not None and f"findings_app.cpp:{line}" in failure.get("message")
+    [growth] = [x for x in validate_sarif(sarif)["results"] if x["ruleId"] == "gpumemshim/growth"]
+    assert growth["level"] == "error"
+    assert growth["locations"][0]["physicalLocation"]["region"]["startLine"] == line
+    assert "per step" in growth["message"]["text"] and "Advice:" in growth["message"]["text"]
+    # Under a generous limit the same growth is a passing testcase and a warning.
+    r, junit, sarif = check_with_outputs(run, trace, "--max-leak-bytes", 1 << 40,
+                                         "--max-growth-bytes-per-step", 1 << 20)
+    assert r.returncode == 0, r.stderr
+    assert all(c.find("failure") is None for c in validate_junit(junit))
+    [growth] = [x for x in validate_sarif(sarif)["results"] if x["ruleId"] == "gpumemshim/growth"]
+    assert growth["level"] == "warning"
+
+
+def test_fragmentation_oom_is_a_result_with_the_expandable_segments_advice(run):
+    assert run.program([FINDINGS_APP, "frag"]).returncode == 0
+    [trace] = run.traces()
+    r, junit, sarif = check_with_outputs(run, trace)
+    validate_junit(junit)
+    frag = [x for x in validate_sarif(sarif)["results"] if x["ruleId"] == "gpumemshim/fragmentation"]
+    assert len(frag) == 1, frag
+    assert "expandable_segments" in frag[0]["message"]["text"], frag[0]["message"]["text"]

@@ -1,0 +1,49 @@
+// `gpumemshim diff BASE NEW [--fail-on-regression PCT] [--format text|json]`.
+#include <cmath>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "cli.h"
+#include "gpumemshim/analyzer/analysis.h"
+#include "gpumemshim/analyzer/diff.h"
+#include "gpumemshim/analyzer/report.h"
+#include "gpumemshim/analyzer/timeline.h"
+
+namespace gpumemshim::cli {
+
+namespace an = gpumemshim::analyzer;
+
+namespace {
+
+// The JSON report of one run, with the timelines that hold each process's peak breakdown.
+nlohmann::json run_report(const std::string& trace) {
+  nlohmann::json j = an::report_json(an::analyze({trace}));
+  an::add_timelines(j, {trace});
+  return j;
+}
+
+}  // namespace
+
+int run_diff(const DiffOptions& o) {
+  if (o.format != "text" && o.format != "json")
+    throw CliError("--format must be text or json, not '" + o.format + "'");
+  std::optional<double> pct;
+  if (o.fail_on_regression) {
+    if (!std::isfinite(*o.fail_on_regression) || *o.fail_on_regression < 0)
+      throw CliError(fmt::format("--fail-on-regression must be a percentage >= 0, not {}", *o.fail_on_regression));
+    pct = o.fail_on_regression;
+  }
+  an::ReportDiff d = an::diff_reports(run_report(o.base), run_report(o.next));
+  write_output(o.output, o.format == "json" ? an::diff_json(d, pct).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n" : an::diff_text(d, pct));
+  if (pct && an::is_regression(d, *pct)) {
+    auto p = an::change_pct(d.base_peak, d.new_peak), l = an::change_pct(d.base_leaked, d.new_leaked);
+    auto show = [](std::optional<double> v) { return v ? fmt::format("{:+.1f}%", *v) : std::string("from 0"); };
+    fmt::print(stderr, "gpumemshim: diff: regression over {}%: peak {}, leaked {}, {} new leak site(s)\n", *pct,
+               show(p), show(l), d.new_leak_sites);
+    return kExitFindings;
+  }
+  return kExitClean;
+}
+
+}  // namespace gpumemshim::cli
