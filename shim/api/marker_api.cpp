@@ -72,3 +72,8 @@ GPUMEMSHIM_API void gpumemshim_range_pop(const char* name) {
 }
 
 GPUMEMSHIM_API int gpumemshim_active(void) { return shim::recording_off() ? 0 : 1; }
+
+GPUMEMSHIM_API void gpumemshim_flush(void) {
+  if (shim::recording_off()) return;
+  shim::flush_all_threads();
+}

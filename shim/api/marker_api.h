@@ -19,3 +19,6 @@ GPUMEMSHIM_API void gpumemshim_range_push(const char* name);
 GPUMEMSHIM_API void gpumemshim_range_pop(const char* name);
 // 1 while the shim records (not disabled, trace writable so far), else 0.
 GPUMEMSHIM_API int gpumemshim_active(void);
+// Writes every thread's pending records to the trace now, so that an analysis of the trace while
+// the process runs (the pytest plugin, after each test) sees everything recorded so far.
+GPUMEMSHIM_API void gpumemshim_flush(void);
