@@ -250,6 +250,24 @@ inline uint64_t current_stack(ThreadState* s) {
   return id;
 }
 
+// For PyTorch's tensor events: the Python stack alone when this thread runs Python (the native
+// frames between the script and the caching allocator are PyTorch's dispatcher and allocator,
+// which the analyzer drops anyway, and walking them is most of a tensor event's cost); else the
+// native stack (autograd's device threads run no Python: their frames name the grad_fn).
+inline uint64_t python_or_native_stack(ThreadState* s) {
+  uint32_t py = g_config.python_stacks
+                    ? capture_python_stack(s->py_frames, s->py_code_objects, kMaxPythonFrames)
+                    : 0;
+  if (py == 0) return current_stack(s);
+  uint64_t id = hash_python_frames(StackInterner::hash(s->frames, 0), s->py_frames, py);
+  if (!s->stacks.seen_or_insert(id)) {
+    emit_python_codes(s, py);
+    emit(s, fmtrec::StackRecord{id, 0, s->frames});
+    emit(s, fmtrec::PyStackRecord{id, py, s->py_frames});
+  }
+  return id;
+}
+
 inline uint64_t now() { return monotonic_ns() - g_start_mono_ns; }
 
 }  // namespace
@@ -296,7 +314,10 @@ void record_torch_event(fmtrec::TorchAction action, int device, uint64_t stream,
                         uint64_t size) {
   ThreadState* s = recording_thread();
   if (!s) return;
-  uint64_t stack = current_stack(s);
+  // Only a block's allocation (and an OOM) needs a stack: frees are matched by address, and a
+  // segment's allocation is also a cudaMalloc/cuMemCreate event with its own stack.
+  bool wants_stack = action == fmtrec::TorchAction::kAlloc || action == fmtrec::TorchAction::kOom;
+  uint64_t stack = wants_stack ? python_or_native_stack(s) : 0;
   emit(s, fmtrec::TorchEventRecord{now(), s->thread_id, device, stream, action, address, size,
                                    stack});
 }

@@ -67,6 +67,12 @@ def test_bridge_attaches_with_no_change_to_the_script(run):
     assert leak["count"] == 3
     assert leak["stack"][0]["file"].endswith("torch_train.py"), leak["stack"][:3]
     assert leak["stack"][0]["line"] == script_line("step_leak")
+    # A tensor event made under Python carries the Python stack alone (PyTorch's native frames
+    # between the script and its allocator are not walked): the fake bridge's block, made while
+    # torch initialised CUDA, is pinned to the script's line that did it.
+    [block] = [l for l in report["leaks"] if l["api"] == "torch.alloc"]
+    assert block["bytes"] == 512 and all(f["python"] for f in block["stack"]), block["stack"]
+    assert script_frames(block["stack"])[0]["line"] == script_line("cuda_init"), block["stack"]
 
 
 def test_gpumemshim_record_attaches_too(run):

@@ -7,7 +7,7 @@ import sys
 import torch
 
 cudart = ctypes.CDLL(os.environ["FAKECUDART"], mode=ctypes.RTLD_GLOBAL)
-torch.cuda._lazy_init()
+torch.cuda._lazy_init()  # site: cuda_init
 opt = torch.optim.Optimizer()
 kept = []
 for step in range(int(sys.argv[1]) if len(sys.argv) > 1 else 3):
