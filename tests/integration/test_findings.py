@@ -12,8 +12,8 @@ SRC = "findings_app.cpp"
 STEPS = 30
 
 
-def record(run, *args):
-    r = run.program([APP, *args])
+def record(run, *args, **env):
+    r = run.program([APP, *args], **env)
     assert r.returncode == 0, r.stderr
     [trace] = run.traces()
     return trace
@@ -189,3 +189,29 @@ def test_unknown_suppression_kind_is_a_one_line_error(run):
         assert r.returncode == 2
         assert r.stderr.startswith("gpumemshim: error:") and r.stderr.count("\n") == 1
         assert "bad.supp:2" in r.stderr
+
+
+def test_peak_near_the_device_total_advises_accumulation_and_checkpointing(run):
+    trace = record(run, "peak", 5, FAKECUDA_TOTAL_MEM=16 << 20)
+    report = run.report(trace)
+    pid = report["processes"][0]["pid"]
+    ids = {a["id"]: a for a in report["recommendations"]}
+    assert ids["gradient-accumulation"]["finding"] == f"peak:{pid}"
+    assert "of 16.00 MiB on the device" in ids["gradient-accumulation"]["evidence"]
+    # 14 MiB of the ~15 MiB peak was allocated during the step in progress.
+    assert "allocated in the step in progress" in ids["gradient-checkpointing"]["evidence"]
+    # The same program on a large device gets none of it: no advice without evidence.
+    run2 = type(run)(run.dir / "big")
+    run2.dir.mkdir()
+    big = record(run2, "peak", 5, FAKECUDA_TOTAL_MEM=1 << 34)
+    assert run2.report(big)["recommendations"] == []
+
+
+def test_large_cache_at_the_end_advises_empty_cache(run):
+    trace = record(run, "cache")
+    report = run.report(trace)
+    [dev] = [d for d in report["fragmentation"]["per_device"] if d["torch"]]
+    assert (dev["reserved_end_bytes"], dev["allocated_end_bytes"]) == (128 << 20, 0)
+    [advice] = [a for a in report["recommendations"] if a["id"] == "del-and-empty-cache"]
+    assert "128.00 MiB reserved" in advice["evidence"] and "100% unused" in advice["evidence"]
+    assert report["summary"]["cached_bytes"] == 128 << 20 and report["summary"]["leaked_bytes"] == 0

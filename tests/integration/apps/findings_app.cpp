@@ -3,7 +3,7 @@
 // through gpumemshim_torch_event, both found with dlsym like the Python package and the torch
 // bridge do. Lines marked "site:" are looked up by tests/integration/test_findings.py.
 //
-//   findings_app growth N | steady N | retained N | region N | timegrowth N | frag
+//   findings_app growth N | steady N | retained N | region N | peak N | timegrowth N | frag | cache
 #include <dlfcn.h>
 #include <fakecuda/cuda_runtime_api.h>
 #include <unistd.h>
@@ -83,6 +83,10 @@ int train(const char* mode, int steps) {
     step_work();
     if (!std::strcmp(mode, "growth")) history.push_back(keep_history());
     if (!std::strcmp(mode, "retained") && i == steps - 1) history.push_back(last_output());
+    if (!std::strcmp(mode, "peak")) {  // 14 MiB of activations: run with FAKECUDA_TOTAL_MEM=16 MiB
+      void* activations = cuda_alloc(14 << 20);
+      check(cudaFree(activations), "cudaFree");
+    }
     step_fn(nullptr);
   }
   if (!std::strcmp(mode, "region")) {
@@ -128,6 +132,17 @@ int fragmentation() {
   return 0;
 }
 
+// The cache at the end: a 128 MiB segment whose blocks were all given back to the allocator.
+int cache() {
+  device_total();
+  void* segment_backing = cuda_alloc(128 * kMiB);
+  torch_fn(4, 0, kSeg, 128 * kMiB, kStream);
+  for (uint64_t i = 0; i < 4; ++i) torch_fn(1, 0, kSeg + i * 32 * kMiB, 32 * kMiB, kStream);
+  for (uint64_t i = 0; i < 4; ++i) torch_fn(3, 0, kSeg + i * 32 * kMiB, 32 * kMiB, kStream);
+  (void)segment_backing;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -146,6 +161,7 @@ int main(int argc, char** argv) {
   const char* mode = argv[1];
   int n = argc > 2 ? std::atoi(argv[2]) : 30;
   if (!std::strcmp(mode, "frag")) return fragmentation();
+  if (!std::strcmp(mode, "cache")) return cache();
   if (!std::strcmp(mode, "timegrowth")) return time_growth(n);
   return train(mode, n);
 }
