@@ -84,6 +84,12 @@ Ranks compute_ranks(const Report& report) {
     e.leaked_bytes = p.summary.leaked_bytes;
     for (const SiteGroup& g : p.leaks)
       if (g.kind == "leak" && !g.suppressed) e.findings.push_back({"leak", g.id, g.bytes});
+    for (const Growth& g : p.growth) {
+      if (g.suppressed) continue;
+      auto per_step = static_cast<int64_t>(g.bytes_per_step);
+      if (g.basis == "steps") e.growth_bytes_per_step += per_step;  // per-bucket rates do not add up
+      e.findings.push_back({"growth", g.id, static_cast<uint64_t>(std::max<int64_t>(per_step, 0))});
+    }
     for (const Failure& f : p.failures)
       e.findings.push_back({"failed_allocation", std::string(format::api_name(f.event.api)), f.event.size});
     r.per_rank.push_back(std::move(e));

@@ -26,8 +26,8 @@ struct SiteBytes {
 // A finding of one rank, by reference: kind "leak" | "growth" | "failed_allocation".
 struct RankFinding {
   std::string kind;
-  std::string id;  // site id; for failed allocations the api name
-  uint64_t bytes = 0;
+  std::string id;      // site id; for failed allocations the api name
+  uint64_t bytes = 0;  // leaked bytes, growth bytes per step, or bytes asked for
 };
 
 struct RankEntry {
@@ -37,7 +37,7 @@ struct RankEntry {
   size_t process = 0;  // index into Report::processes
   uint64_t peak_bytes = 0;
   uint64_t leaked_bytes = 0;
-  int64_t growth_bytes_per_step = 0;  // sum over the rank's growing sites
+  int64_t growth_bytes_per_step = 0;  // sum over the rank's growing sites (step-based fits)
   std::vector<RankFinding> findings;
 };
 
