@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "gpumemshim/analyzer/errors.h"
+#include "gpumemshim/analyzer/time_order.h"
 #include "gpumemshim/format/decoder.h"
 
 namespace gpumemshim::analyzer {
@@ -30,8 +31,9 @@ namespace {
 
 // Timed events are replayed in time order. Each thread's records are in order in the file, but the
 // shim writes per-thread buffers: across threads a free can come after the next allocation of the
-// same address. So events are collected and, when out of order, stably sorted by time.
-// TODO(scale): a bounded merge once the writer guarantees a flush interval.
+// same address. So events are collected and, when out of order, replayed in the order of a stable
+// sort by time, found by merging the threads' runs (time_order.h).
+// TODO(scale): stream with a bounded window once the writer guarantees a flush interval.
 using TimedEvent = std::variant<fmtr::AllocRecord, fmtr::FreeRecord, fmtr::AllocFailedRecord,
                                 fmtr::MemInfoRecord, fmtr::MarkerRecord, fmtr::TorchEventRecord>;
 
@@ -44,11 +46,15 @@ class EventQueue {
     events_.emplace_back(r);
   }
   void replay_into(Replay& replay, BackwardAttribution& backward) {
-    auto time = [](const TimedEvent& e) { return std::visit([](const auto& r) { return r.time_ns; }, e); };
-    if (!sorted_)
-      std::stable_sort(events_.begin(), events_.end(),
-                       [&](const TimedEvent& a, const TimedEvent& b) { return time(a) < time(b); });
-    for (const TimedEvent& e : events_) {
+    auto time = [&](size_t i) { return std::visit([](const auto& r) { return r.time_ns; }, events_[i]); };
+    auto thread = [&](size_t i) {
+      return std::visit([](const auto& r) -> uint64_t {
+        if constexpr (requires { r.thread_id; }) return r.thread_id;
+        else return UINT64_MAX;  // memory-info samples carry no thread: one stream of their own
+      }, events_[i]);
+    };
+    auto visit = [&](size_t i) {
+      const TimedEvent& e = events_[i];
       switch (e.index()) {
         case 0: {
           fmtr::AllocRecord r = std::get<0>(e);
@@ -75,6 +81,11 @@ class EventQueue {
           break;
         }
       }
+    };
+    if (sorted_) {
+      for (size_t i = 0; i < events_.size(); ++i) visit(i);
+    } else {
+      for_each_in_time_order(events_.size(), time, thread, visit);
     }
     events_.clear();
   }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "gpumemshim/analyzer/errors.h"
+#include "gpumemshim/analyzer/time_order.h"
 
 namespace gpumemshim::analyzer {
 
@@ -67,10 +68,20 @@ TraceEvents read_trace_events(const std::string& path) {
   }
   // The shim writes per-thread buffers: across threads a free can come after the next allocation
   // of the same address in the file. load_trace sorts the same way.
-  if (!sorted)
-    std::stable_sort(t.events.begin(), t.events.end(), [](const TimedEvent& a, const TimedEvent& b) {
-      return event_time_ns(a) < event_time_ns(b);
-    });
+  if (!sorted) {  // the order of a stable sort by time, by merging the threads' runs (time_order.h)
+    std::vector<TimedEvent> ordered;
+    ordered.reserve(t.events.size());
+    auto thread = [&](size_t i) {
+      return std::visit([](const auto& r) -> uint64_t {
+        if constexpr (requires { r.thread_id; }) return r.thread_id;
+        else return UINT64_MAX;  // memory-info samples carry no thread: one stream of their own
+      }, t.events[i]);
+    };
+    for_each_in_time_order(
+        t.events.size(), [&](size_t i) { return event_time_ns(t.events[i]); }, thread,
+        [&](size_t i) { ordered.push_back(std::move(t.events[i])); });
+    t.events = std::move(ordered);
+  }
   return t;
 }
 

@@ -1,0 +1,208 @@
+// Writes a realistic N-event trace with the project's encoder, for the analyzer throughput
+// benchmark (bench/analyzer_throughput.sh): many threads allocating and freeing with a bounded live
+// set each, a few thousand distinct stacks (a skewed mix: a few hot sites, a long tail), addresses
+// reused after their free, step markers, a few leaks, and the file order the shim produces (each
+// thread's records in per-thread batches, so time is out of order across threads within a flush).
+//
+//   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpumemshim/format/encoder.h"
+
+namespace gf = gpumemshim::format;
+
+namespace {
+
+struct Rng {  // xorshift64*: fast and reproducible
+  uint64_t s;
+  uint64_t next() {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    return s * 0x2545F4914F6CDD1Dull;
+  }
+  uint64_t below(uint64_t n) { return next() % n; }
+};
+
+class Out {
+ public:
+  explicit Out(const char* path) : f_(std::fopen(path, "wb")) {
+    if (!f_) {
+      std::perror(path);
+      std::exit(2);
+    }
+    buf_.resize(1 << 22);
+  }
+  ~Out() {
+    flush();
+    std::fclose(f_);
+  }
+  template <typename Rec>
+  void put(const Rec& r) {
+    if (buf_.size() - len_ < 4096) flush();
+    size_t n = gf::encode(buf_.data() + len_, buf_.size() - len_, r);
+    if (n == 0) {
+      std::fprintf(stderr, "gen_trace: a record did not encode\n");
+      std::exit(2);
+    }
+    len_ += n;
+  }
+  void header() { len_ += gf::encode_header(buf_.data() + len_, buf_.size() - len_); }
+  void raw(const uint8_t* p, size_t n) {
+    if (buf_.size() - len_ < n) flush();
+    std::memcpy(buf_.data() + len_, p, n);
+    len_ += n;
+  }
+  void flush() {
+    if (len_ && std::fwrite(buf_.data(), 1, len_, f_) != len_) {
+      std::perror("write");
+      std::exit(2);
+    }
+    len_ = 0;
+  }
+
+ private:
+  std::FILE* f_;
+  std::vector<uint8_t> buf_;
+  size_t len_ = 0;
+};
+
+struct Live {
+  uint64_t address;
+  uint32_t stack;
+  uint64_t size;
+};
+
+struct Thread {
+  uint64_t tid;
+  std::vector<Live> live;
+  std::vector<uint8_t> pending;  // encoded records not yet "flushed" to the file
+};
+
+uint64_t arg_u64(int& i, int argc, char** argv) {
+  if (i + 1 >= argc) {
+    std::fprintf(stderr, "gen_trace: %s needs a value\n", argv[i]);
+    std::exit(2);
+  }
+  return std::strtoull(argv[++i], nullptr, 10);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X]\n");
+    return 2;
+  }
+  const char* path = argv[1];
+  const uint64_t events = std::strtoull(argv[2], nullptr, 10);
+  uint64_t threads = 16, stacks = 3000, seed = 42;
+  int64_t rank = -1;
+  for (int i = 3; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--threads") threads = arg_u64(i, argc, argv);
+    else if (a == "--stacks") stacks = arg_u64(i, argc, argv);
+    else if (a == "--seed") seed = arg_u64(i, argc, argv);
+    else if (a == "--rank") rank = static_cast<int64_t>(arg_u64(i, argc, argv));
+    else {
+      std::fprintf(stderr, "gen_trace: unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (threads == 0 || stacks == 0) return 2;
+  Rng rng{seed * 0x9E3779B97F4A7C15ull + 1};
+  Out out(path);
+  out.header();
+  out.put(gf::ProcessRecord{4242, 1, rank, 1'700'000'000'000'000'000ull, 1'000'000, "benchhost",
+                            "python train.py --synthetic", "/usr/bin/python3"});
+  out.put(gf::DeviceRecord{0, 141ull << 30, "NVIDIA H200"});
+  out.put(gf::ModuleRecord{0x400000, 0x400000, 0x200000, std::string_view("\x12\x34", 2), "/usr/bin/python3"});
+
+  // Stacks: 8..32 frames in one module, sharing outer frames like a real program's call tree.
+  std::vector<uint64_t> stack_ids(stacks);
+  {
+    std::vector<uint64_t> frames;
+    for (uint64_t s = 0; s < stacks; ++s) {
+      size_t depth = 8 + rng.below(25);
+      frames.clear();
+      for (size_t f = 0; f < depth; ++f)
+        frames.push_back(0x400000 + (f < 4 ? rng.below(0x200000) : 0x1000 * (f * 7 + s % (f + 3))));
+      stack_ids[s] = rng.next() | 1;  // a 64-bit hash in a real trace: 9-10 byte varints
+      out.put(gf::StackRecord{stack_ids[s], static_cast<uint32_t>(frames.size()), frames.data()});
+    }
+  }
+
+  std::vector<Thread> ts(threads);
+  for (uint64_t t = 0; t < threads; ++t) ts[t].tid = 100000 + t;
+  // Addresses: 2 MiB-aligned slots handed out and reused after their free (like cudaMalloc).
+  std::vector<uint64_t> free_slots;
+  uint64_t next_slot = 0;
+  auto slot_address = [](uint64_t slot) { return 0x7f0000000000ull + (slot << 21); };
+
+  uint8_t rec[256];
+  auto emit = [&](Thread& t, const auto& r) {
+    size_t n = gf::encode(rec, sizeof rec, r);
+    t.pending.insert(t.pending.end(), rec, rec + n);
+  };
+  // The shim drains every thread's ring each 50 ms: file order is per-thread batches.
+  constexpr uint64_t kFlushEvery = 1 << 16;
+  auto flush_all = [&] {
+    for (Thread& t : ts) {
+      out.raw(t.pending.data(), t.pending.size());
+      t.pending.clear();
+    }
+  };
+
+  uint64_t time = 0, written = 0, leaks = 0, step = 0;
+  constexpr size_t kMaxLivePerThread = 48;
+  while (written < events) {
+    time += 50 + rng.below(200);
+    if (written % 20000 == 19999) {  // a training step, on the main thread
+      emit(ts[0], gf::MarkerRecord{time, ts[0].tid, gf::MarkerKind::kStep, "step", 0});
+      ++written;
+      ++step;
+      continue;
+    }
+    Thread& t = ts[rng.below(threads)];
+    bool do_free = !t.live.empty() && (t.live.size() >= kMaxLivePerThread || rng.below(2) == 0);
+    if (do_free) {
+      size_t k = rng.below(t.live.size());
+      Live l = t.live[k];
+      t.live[k] = t.live.back();
+      t.live.pop_back();
+      emit(t, gf::FreeRecord{time, t.tid, -1, 0, gf::Api::kCudaFree, gf::MemoryKind::kDevice, l.address,
+                             0, 0});
+      free_slots.push_back((l.address - 0x7f0000000000ull) >> 21);
+    } else {
+      // Skewed site choice: half the allocations from 1% of the sites.
+      uint64_t hot = std::max<uint64_t>(1, stacks / 100);
+      uint32_t s = static_cast<uint32_t>(rng.below(2) ? rng.below(hot) : rng.below(stacks));
+      uint64_t size = uint64_t{512} << rng.below(16);  // 512 B .. 16 MiB
+      uint64_t slot;
+      if (!free_slots.empty()) {
+        slot = free_slots.back();
+        free_slots.pop_back();
+      } else {
+        slot = next_slot++;
+      }
+      uint64_t address = slot_address(slot);
+      emit(t, gf::AllocRecord{time, t.tid, 0, 0x5000 + (t.tid & 3), gf::Api::kCudaMalloc,
+                              gf::MemoryKind::kDevice, address, size, stack_ids[s]});
+      if (rng.below(1000) == 0) ++leaks;  // never freed: a leak
+      else t.live.push_back(Live{address, s, size});
+    }
+    if (++written % kFlushEvery == 0) flush_all();
+  }
+  flush_all();
+  out.put(gf::EndRecord{time + 1000});
+  std::fprintf(stderr, "gen_trace: %llu events (%llu steps, %llu leaked allocations), %llu threads, %llu stacks -> %s\n",
+               static_cast<unsigned long long>(written), static_cast<unsigned long long>(step),
+               static_cast<unsigned long long>(leaks), static_cast<unsigned long long>(threads),
+               static_cast<unsigned long long>(stacks), path);
+  return 0;
+}

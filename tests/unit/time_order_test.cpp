@@ -1,0 +1,77 @@
+// for_each_in_time_order must visit events exactly as a stable sort by time orders them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "gpumemshim/analyzer/time_order.h"
+
+namespace ga = gpumemshim::analyzer;
+
+namespace {
+
+struct Ev {
+  uint64_t time;
+  uint64_t thread;
+};
+
+std::vector<size_t> merged(const std::vector<Ev>& ev) {
+  std::vector<size_t> out;
+  ga::for_each_in_time_order(
+      ev.size(), [&](size_t i) { return ev[i].time; }, [&](size_t i) { return ev[i].thread; },
+      [&](size_t i) { out.push_back(i); });
+  return out;
+}
+
+std::vector<size_t> stable_sorted(const std::vector<Ev>& ev) {
+  std::vector<size_t> idx(ev.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return ev[a].time < ev[b].time; });
+  return idx;
+}
+
+// Like the shim's file: each thread's events in time order, written in per-thread batches.
+std::vector<Ev> shim_like(std::mt19937_64& rng, size_t threads, size_t n, bool ties) {
+  std::vector<std::vector<Ev>> pending(threads);
+  std::vector<Ev> file;
+  uint64_t time = 0;
+  for (size_t i = 0; i < n; ++i) {
+    time += ties ? rng() % 2 : 1 + rng() % 100;
+    size_t t = rng() % threads;
+    pending[t].push_back(Ev{time, t});
+    if (rng() % 500 == 0 || i + 1 == n) {
+      for (size_t k = 0; k < threads; ++k) {
+        size_t w = (k + rng()) % threads;  // the drain order changes every flush
+        file.insert(file.end(), pending[w].begin(), pending[w].end());
+        pending[w].clear();
+      }
+    }
+  }
+  return file;
+}
+
+}  // namespace
+
+TEST(TimeOrder, EqualsStableSortOnShimLikeFiles) {
+  std::mt19937_64 rng(7);
+  for (bool ties : {false, true})
+    for (size_t threads : {1, 2, 16, 100}) {
+      std::vector<Ev> ev = shim_like(rng, threads, 20000, ties);
+      EXPECT_EQ(merged(ev), stable_sorted(ev)) << threads << " threads, ties " << ties;
+    }
+}
+
+TEST(TimeOrder, ThreadsOutOfOrderOnTheirOwnAreStillSorted) {
+  std::mt19937_64 rng(11);
+  std::vector<Ev> ev;
+  for (size_t i = 0; i < 5000; ++i) ev.push_back(Ev{rng() % 1000, rng() % 3});  // no order at all
+  EXPECT_EQ(merged(ev), stable_sorted(ev));
+}
+
+TEST(TimeOrder, SortedInputKeepsFileOrder) {
+  std::vector<Ev> ev = {{1, 5}, {1, 4}, {2, 5}, {2, 4}, {3, 9}};
+  EXPECT_EQ(merged(ev), (std::vector<size_t>{0, 1, 2, 3, 4}));
+  EXPECT_TRUE(merged({}).empty());
+}
