@@ -22,14 +22,12 @@ def leak_line():
 
 
 def run_suite(tmp_path, under_shim=True, extra=()):
-    env = cli_env()
+    env = cli_env()  # no shim in LD_PRELOAD (a sanitizer build's runtime stays there)
     env["PYTHONPATH"] = str(PYTHON_PKG)
     env["FAKE_CUDART"] = str(FAKECUDA / "libcudart.so.13")
     pytest_cmd = [sys.executable, "-m", "pytest", "-p", "gpumemshim.pytest_plugin", "-p", "no:cacheprovider",
                   "-rA", "--gpumemshim", str(SUITE), *extra]
     cmd = [str(CLI), "record", "-o", str(tmp_path / "pytest.%p.trace"), "--", *pytest_cmd] if under_shim else pytest_cmd
-    if not under_shim:
-        env.pop("LD_PRELOAD", None)
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
 
 
