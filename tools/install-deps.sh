@@ -18,3 +18,13 @@ fi
 python3 -c 'import pytest' 2>/dev/null ||
   python3 -m pip install -q pytest 2>/dev/null ||
   python3 -m pip install -q --break-system-packages pytest
+# LibTorch for building the PyTorch bridge (torch_hooks/ is built when CMake finds it here): PyPI's
+# wheel without its dependencies is enough for the headers and libraries. Best effort: without it
+# the bridge is skipped and everything else builds and tests.
+torch_dir=/opt/gms-torch
+if [ ! -f "$torch_dir/torch/include/c10/cuda/CUDACachingAllocator.h" ]; then
+  $sudo mkdir -p "$torch_dir"
+  pip_torch=(python3 -m pip install -q --no-deps --target "$torch_dir" torch==2.11.0)
+  $sudo "${pip_torch[@]}" 2>/dev/null || $sudo "${pip_torch[@]}" --break-system-packages 2>/dev/null ||
+    echo "install-deps: torch==2.11.0 not installed: the PyTorch bridge will not be built"
+fi
