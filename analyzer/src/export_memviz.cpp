@@ -46,22 +46,25 @@ class SnapshotBuilder {
     return it->second;
   }
 
+  // Entries are kept light (no frames) until the end: only the last kMaxMemvizTraceEntries of each
+  // device are written, and a long trace has millions.
   void trace_entry(int32_t device, std::string_view action, uint64_t addr, uint64_t size, uint64_t stream,
                    uint64_t time_ns, uint64_t stack_id) {
     if (device < 0) device = 0;
     auto d = static_cast<size_t>(device);
     if (traces_.size() <= d) traces_.resize(d + 1);
-    std::deque<json>& q = traces_[d];
-    q.push_back({{"action", std::string(action)}, {"addr", addr}, {"size", size}, {"stream", stream},
-                 {"time_us", (trace_.process.start_wall_ns + time_ns) / 1000}, {"frames", frames(stack_id)}});
+    std::deque<Entry>& q = traces_[d];
+    q.push_back(Entry{action, addr, size, stream, (trace_.process.start_wall_ns + time_ns) / 1000, stack_id});
     if (q.size() > kMaxMemvizTraceEntries) q.pop_front();
   }
 
-  json device_traces() const {
+  json device_traces() {
     json out = json::array();
-    for (const std::deque<json>& q : traces_) {
+    for (const std::deque<Entry>& q : traces_) {
       json entries = json::array();
-      for (const json& e : q) entries.push_back(e);
+      for (const Entry& e : q)
+        entries.push_back({{"action", std::string(e.action)}, {"addr", e.addr}, {"size", e.size},
+                           {"stream", e.stream}, {"time_us", e.time_us}, {"frames", frames(e.stack_id)}});
       out.push_back(std::move(entries));
     }
     return out;
@@ -76,7 +79,11 @@ class SnapshotBuilder {
   const LoadedTrace& trace_;
   StackView stacks_;
   std::unordered_map<uint64_t, json> frames_;
-  std::vector<std::deque<json>> traces_;
+  struct Entry {
+    std::string_view action;  // a static name
+    uint64_t addr, size, stream, time_us, stack_id;
+  };
+  std::vector<std::deque<Entry>> traces_;
 };
 
 json segment_json(uint64_t address, const Block& seg, json blocks, json frames, bool expandable) {
