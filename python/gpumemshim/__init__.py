@@ -31,7 +31,7 @@ import os
 import sys
 import threading
 
-__all__ = ["step", "mark", "expect_no_leak", "active", "attach_torch"]
+__all__ = ["step", "mark", "expect_no_leak", "active", "attach_torch", "pause", "resume"]
 __version__ = "0.1.0"
 
 _lock = threading.Lock()
@@ -39,14 +39,21 @@ _api = None  # None: not looked up yet; False: no shim; else a _Api
 
 
 class _Api:
-    __slots__ = ("mark", "step", "region_begin", "region_end", "range_push", "range_pop", "active")
+    _NAMED = ("mark", "step", "region_begin", "region_end", "range_push", "range_pop")
+    __slots__ = _NAMED + ("active", "pause")
 
     def __init__(self, lib, ctypes):
-        for attr in self.__slots__:
+        for attr in self._NAMED:
             fn = getattr(lib, "gpumemshim_" + attr)  # AttributeError: not under the shim
-            fn.argtypes = [] if attr == "active" else [ctypes.c_char_p]
-            fn.restype = ctypes.c_int if attr == "active" else None
+            fn.argtypes = [ctypes.c_char_p]
+            fn.restype = None
             setattr(self, attr, fn)
+        self.active = lib.gpumemshim_active
+        self.active.argtypes = []
+        self.active.restype = ctypes.c_int
+        self.pause = lib.gpumemshim_pause
+        self.pause.argtypes = [ctypes.c_int]
+        self.pause.restype = None
 
 
 def _lookup():
@@ -75,6 +82,21 @@ def active():
     """True when the shim is loaded and recording."""
     api = _lookup()
     return bool(api) and api.active() == 1
+
+
+def pause():
+    """Stops recording until resume(): the program runs on, its events are not in the trace. For
+    measuring the shim's own cost step by step in one process (tests/gpu/overhead.py)."""
+    api = _lookup()
+    if api:
+        api.pause(1)
+
+
+def resume():
+    """Records again after pause()."""
+    api = _lookup()
+    if api:
+        api.pause(0)
 
 
 def step(name=None):

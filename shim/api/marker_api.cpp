@@ -73,6 +73,11 @@ GPUMEMSHIM_API void gpumemshim_range_pop(const char* name) {
 
 GPUMEMSHIM_API int gpumemshim_active(void) { return shim::recording_off() ? 0 : 1; }
 
+GPUMEMSHIM_API void gpumemshim_pause(int paused) {
+  if (shim::recording_off()) return;
+  shim::set_paused(paused != 0);
+}
+
 GPUMEMSHIM_API void gpumemshim_flush(void) {
   if (shim::recording_off()) return;
   shim::flush_all_threads();

@@ -22,3 +22,7 @@ GPUMEMSHIM_API int gpumemshim_active(void);
 // Writes every thread's pending records to the trace now, so that an analysis of the trace while
 // the process runs (the pytest plugin, after each test) sees everything recorded so far.
 GPUMEMSHIM_API void gpumemshim_flush(void);
+// 1: stop recording events until gpumemshim_pause(0) (allocations and frees made meanwhile are not
+// in the trace, so a free of a block allocated while paused shows as unmatched). For measuring the
+// shim's own cost step by step in one process.
+GPUMEMSHIM_API void gpumemshim_pause(int paused);

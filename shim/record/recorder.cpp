@@ -30,6 +30,8 @@ namespace {
 // Process-wide recording state. kUninit: nothing read yet; kOpening: one thread opens the trace;
 // kRecording; kOff: disabled or the trace could not be written.
 enum Status : int { kUninit, kOpening, kRecording, kOff };
+// gpumemshim_pause(): events are passed through unrecorded (for side-by-side measurements).
+std::atomic<bool> g_paused{false};
 
 constexpr int kMaxThreads = 4096;
 constexpr long kFlushIntervalNs = 50'000'000;  // the brief promises ≤ 100 ms of loss on SIGKILL
@@ -194,8 +196,9 @@ ThreadState* attach_thread() {
 }
 
 inline ThreadState* recording_thread() {
-  if (g_status.load(std::memory_order_relaxed) != kRecording) [[unlikely]] {
-    if (!ensure_recording()) return nullptr;
+  if (g_status.load(std::memory_order_relaxed) != kRecording || g_paused.load(std::memory_order_relaxed))
+      [[unlikely]] {
+    if (g_paused.load(std::memory_order_relaxed) || !ensure_recording()) return nullptr;
   }
   ThreadState* s = t_state;
   if (!s) [[unlikely]] s = attach_thread();
@@ -271,6 +274,8 @@ inline uint64_t python_or_native_stack(ThreadState* s) {
 inline uint64_t now() { return monotonic_ns() - g_start_mono_ns; }
 
 }  // namespace
+
+void set_paused(bool paused) { g_paused.store(paused, std::memory_order_relaxed); }
 
 bool recording_off() {
   int s = g_status.load(std::memory_order_relaxed);

@@ -25,6 +25,8 @@ void record_mem_info(int device, uint64_t free_bytes, uint64_t total_bytes);
 // allocator's lock: like every record_* call, takes no lock and allocates nothing.
 void record_torch_event(format::TorchAction action, int device, uint64_t stream, uint64_t address,
                         uint64_t size);
+// While paused no event is recorded (the program runs on untouched); see gpumemshim_pause.
+void set_paused(bool paused);
 void record_marker(format::MarkerKind kind, const char* name);
 
 // True when GPUMEMSHIM_DISABLE=1 or the trace could not be opened: hooks skip all work.

@@ -139,3 +139,32 @@ def test_report_markers_are_capped(run, tmp_path):
     assert len(report["markers"]) == 10000 and report["markers_truncated"] is True
     assert [m["name"] for m in report["markers"][:3]] == ["0", "1", "2"]
     assert report["markers"][-1]["name"] == "9999"
+
+
+PAUSE_APP = """
+import ctypes, sys
+import gpumemshim
+cudart = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+kept = []
+def alloc(size):
+    p = ctypes.c_void_p()
+    rc = cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(size))
+    kept.append(p)
+    return rc
+print(alloc(1 << 20), end=" ")
+gpumemshim.pause()
+print(alloc(2 << 20), end=" ")  # runs, is not recorded
+gpumemshim.resume()
+print(alloc(4 << 20))
+"""
+
+
+def test_pause_and_resume(run):
+    r = run.program([sys.executable, "-c", PAUSE_APP, FAKECUDA / "libcudart.so.13"], shim=True,
+                    PYTHONPATH=PYTHON_PKG)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "0", "0"]  # every call returned what the runtime said
+    [trace] = run.traces()
+    report = run.report(trace)
+    assert sorted(l["bytes"] for l in report["leaks"]) == [1 << 20, 4 << 20]
+    assert report["summary"]["allocations"] == 2
