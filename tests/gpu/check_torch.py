@@ -59,9 +59,12 @@ def script_frames(stack, script):
     return [f for f in stack if f.get("python") and f.get("file", "").endswith(script)]
 
 
+# GMS_TORCH_CHECKS=overhead: only the overhead table (d).
+only_overhead = os.environ.get("GMS_TORCH_CHECKS") == "overhead"
+
 # (a)-(c): the training loops.
 train = here / "torch_training.py"
-for mode in ("leak_loss", "keep_outputs", "clean"):
+for mode in () if only_overhead else ("leak_loss", "keep_outputs", "clean"):
     bare, _ = run(f"train_{mode}_bare", [sys.executable, train, mode], shim_on=False)
     r, traces = run(f"train_{mode}", [sys.executable, train, mode])
     check(f"train_{mode}: output unchanged", r.returncode == bare.returncode == 0 and r.stdout == bare.stdout,
@@ -96,7 +99,8 @@ for mode in ("leak_loss", "keep_outputs", "clean"):
 # The allocator configurations with the bridge: expandable segments (SEGMENT_MAP events) and the
 # cudaMallocAsync backend (the bridge declines, runtime-level events stay).
 alloc = here / "torch_alloc.py"
-for name, conf in (("bridge_expandable", "expandable_segments:True"), ("bridge_async", "backend:cudaMallocAsync")):
+for name, conf in () if only_overhead else (("bridge_expandable", "expandable_segments:True"),
+                                            ("bridge_async", "backend:cudaMallocAsync")):
     r, traces = run(name, [sys.executable, alloc, str(work / f"{name}.json")], {"PYTORCH_CUDA_ALLOC_CONF": conf})
     rep = report(name, traces) if traces else None
     check(f"{name}: runs", r.returncode == 0 and rep is not None, r.stderr[-800:])
@@ -112,6 +116,11 @@ for name, conf in (("bridge_expandable", "expandable_segments:True"), ("bridge_a
 
 # Issue 6 on one GPU: two DDP ranks (gloo) under gpumemshim record, rank 1 heavier.
 ddp = here / "ddp_ranks.py"
+if only_overhead:
+    rc = subprocess.run([sys.executable, here / "run_overhead.py", str(shim), str(work / "overhead.json"), "4", "60"]).returncode
+    check("overhead: measured", rc == 0 and (work / "overhead.json").exists())
+    print(f"== {len(failed)} failed: {failed}")
+    sys.exit(1 if failed else 0)
 torchrun = pathlib.Path(sys.executable).parent / "torchrun"
 launcher = [torchrun] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
 r, traces = run("ddp_gloo", [*launcher, "--nproc-per-node", "2", ddp, "gloo"], record=True)

@@ -5,7 +5,9 @@ torch.cuda.synchronize(), in a process of one configuration:
 Configurations (the driver, run_overhead.py, starts one process per configuration and round):
   base (nothing), shim (run under LD_PRELOAD=libgpumemshim.so: bridge + Python stacks),
   torch (torch.cuda.memory._record_memory_history(stacks="python")).
-Prints one JSON line: {"kind", "config", "median_ms", "steps", "allocs_per_step"}.
+  interleaved (under the shim): the three alternate step by step in this one process, the shim
+  paused (gpumemshim.pause()) for base and torch steps.
+Prints one JSON line per configuration: {"kind", "config", "median_ms", "steps", "allocs_per_step"}.
 Usage: python overhead.py KIND CONFIG STEPS"""
 import json
 import statistics
@@ -35,6 +37,13 @@ def step():
         w.grad = None
 
 
+def timed():
+    t0 = time.perf_counter()
+    step()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+
 if config == "torch":
     torch.cuda.memory._record_memory_history(stacks="python")
 for _ in range(10):  # warm-up: cuBLAS handles, the allocator's cache
@@ -44,11 +53,32 @@ before = torch.cuda.memory_stats().get("allocation.all.allocated", 0)
 step()
 torch.cuda.synchronize()
 allocs = torch.cuda.memory_stats().get("allocation.all.allocated", 0) - before
-times = []
-for _ in range(steps):
-    t0 = time.perf_counter()
-    step()
-    torch.cuda.synchronize()
-    times.append((time.perf_counter() - t0) * 1e3)
-print(json.dumps({"kind": kind, "config": config, "median_ms": statistics.median(times),
-                  "steps": steps, "allocs_per_step": allocs}))
+
+if config != "interleaved":
+    times = [timed() for _ in range(steps)]
+    print(json.dumps({"kind": kind, "config": config, "median_ms": statistics.median(times),
+                      "steps": steps, "allocs_per_step": allocs}))
+    sys.exit(0)
+
+# In one process under the shim, step by step: base (shim paused), shim (recording), torch
+# (shim paused, PyTorch's recorder on for that step only). Same process, same allocator state,
+# alternating every step: the machine's drift hits all three alike.
+import gpumemshim  # noqa: E402  (the shim's boot copy; no-op without the shim)
+
+assert gpumemshim.active(), "interleaved needs the shim"
+times = {"base": [], "shim": [], "torch": []}
+for i in range(3 * steps):
+    which = ("base", "shim", "torch")[i % 3]
+    if which == "shim":
+        gpumemshim.resume()
+    else:
+        gpumemshim.pause()
+    if which == "torch":
+        torch.cuda.memory._record_memory_history(stacks="python")
+    times[which].append(timed())
+    if which == "torch":
+        torch.cuda.memory._record_memory_history(enabled=None)
+gpumemshim.resume()
+for which, t in times.items():
+    print(json.dumps({"kind": kind, "config": "in-process " + which, "median_ms": statistics.median(t),
+                      "steps": steps, "allocs_per_step": allocs}))

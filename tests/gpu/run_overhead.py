@@ -17,21 +17,36 @@ tdir.mkdir(parents=True, exist_ok=True)
 results = []
 for kind in ("alloc", "compute"):
     for r in range(rounds):
-        for config in ("base", "shim", "torch"):
+        for config in ("base", "shim", "torch", "shim-python"):
             env = dict(os.environ)
-            if config == "shim":
+            if config.startswith("shim"):
                 env["LD_PRELOAD"] = shim
                 env["GPUMEMSHIM_OUTPUT"] = str(tdir / f"{kind}.{r}.%p.trace")
-            p = subprocess.run([sys.executable, str(script), kind, config, str(steps)], env=env,
+            if config == "shim-python":  # Python stacks only: no native walk on autograd threads
+                env["GPUMEMSHIM_STACKS"] = "python"
+            p = subprocess.run([sys.executable, str(script), kind, config.split("-")[0], str(steps)], env=env,
                                capture_output=True, text=True, timeout=600)
             if p.returncode != 0:
                 print(p.stderr[-2000:])
                 continue
-            results.append(json.loads(p.stdout.strip().splitlines()[-1]))
+            row = json.loads(p.stdout.strip().splitlines()[-1])
+            row["config"] = config
+            results.append(row)
+    # The same three, alternating step by step inside one process under the shim.
+    env = dict(os.environ, LD_PRELOAD=shim, GPUMEMSHIM_OUTPUT=str(tdir / f"{kind}.interleaved.%p.trace"))
+    p = subprocess.run([sys.executable, str(script), kind, "interleaved", str(2 * steps)], env=env,
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        print(p.stderr[-2000:])
+    else:
+        results += [json.loads(l) for l in p.stdout.strip().splitlines() if l.startswith("{")]
 table = {}
 for kind in ("alloc", "compute"):
     base = statistics.median(x["median_ms"] for x in results if x["kind"] == kind and x["config"] == "base")
-    for config in ("base", "shim", "torch"):
+    for config in ("base", "shim", "shim-python", "torch", "in-process base", "in-process shim", "in-process torch"):
+        if config.startswith("in-process"):
+            ref = [x["median_ms"] for x in results if x["kind"] == kind and x["config"] == "in-process base"]
+            base = ref[0] if ref else base
         ms = [x["median_ms"] for x in results if x["kind"] == kind and x["config"] == config]
         allocs = [x["allocs_per_step"] for x in results if x["kind"] == kind and x["config"] == config]
         if not ms:
@@ -39,6 +54,6 @@ for kind in ("alloc", "compute"):
         m = statistics.median(ms)
         table[f"{kind}/{config}"] = {"median_ms": m, "overhead_pct": 100 * (m / base - 1),
                                      "process_medians": ms, "allocs_per_step": allocs[0]}
-        print(f"{kind:8s} {config:6s} median {m:8.3f} ms  overhead {100 * (m / base - 1):+6.2f}%  "
+        print(f"{kind:8s} {config:17s} median {m:8.3f} ms  overhead {100 * (m / base - 1):+6.2f}%  "
               f"allocs/step {allocs[0]}  per-process {['%.3f' % v for v in ms]}")
 out.write_text(json.dumps({"rounds": rounds, "steps": steps, "results": results, "table": table}, indent=1))
