@@ -1,6 +1,7 @@
 // Advice (DESIGN.md §8): each rule needs a finding and the numbers that justify it; no finding, no
-// advice. Rules that would need what a trace cannot show (tensor dtypes: AMP; which tensors are
-// optimizer state: set_to_none) are not made.
+// advice. A trace cannot show tensor dtypes, so mixed precision is advised on the evidence that
+// activations dominate a peak near the device's capacity (it halves them when they are fp32), and
+// says so; which tensors are optimizer state (set_to_none) is not visible, so that rule is not made.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -133,14 +134,21 @@ std::vector<Advice> advise(const ProcessReport& p) {
     const uint64_t in_step = p.torch_peak_bytes ? p.torch_peak_in_step_bytes : p.peak_in_step_bytes;
     const uint64_t at_peak = p.torch_peak_bytes ? p.torch_peak_bytes : peak;
     if (p.summary.steps > 0 && at_peak &&
-        static_cast<double>(in_step) >= kInStepDominates * static_cast<double>(at_peak))
+        static_cast<double>(in_step) >= kInStepDominates * static_cast<double>(at_peak)) {
+      const std::string activations =
+          fmt::format("{}; {} of the {} live at the peak was allocated in the step in progress "
+                      "({:.0f}%: activations and temporaries)",
+                      evidence, human_bytes(in_step), human_bytes(at_peak), pct(in_step, at_peak));
       out.push_back({"gradient-checkpointing", "Recompute activations instead of keeping them",
                      "Memory made during the step dominates the peak: wrap blocks of the model in "
                      "torch.utils.checkpoint.checkpoint so their activations are recomputed in backward.",
-                     finding,
-                     fmt::format("{}; {} of the {} live at the peak was allocated in the step in progress "
-                                 "({:.0f}%: activations and temporaries)",
-                                 evidence, human_bytes(in_step), human_bytes(at_peak), pct(in_step, at_peak))});
+                     finding, activations});
+      out.push_back({"amp", "Keep activations in half precision",
+                     "If the model runs in fp32, run its forward under torch.autocast(\"cuda\", "
+                     "dtype=torch.bfloat16): activations, which dominate this peak, take half the memory "
+                     "(the trace does not record dtypes: skip this if autocast is already on).",
+                     finding, activations});
+    }
   }
   return out;
 }

@@ -200,6 +200,9 @@ def test_peak_near_the_device_total_advises_accumulation_and_checkpointing(run):
     assert "of 16.00 MiB on the device" in ids["gradient-accumulation"]["evidence"]
     # 14 MiB of the ~15 MiB peak was allocated during the step in progress.
     assert "allocated in the step in progress" in ids["gradient-checkpointing"]["evidence"]
+    # Mixed precision on the same evidence, saying what the trace cannot know.
+    assert ids["amp"]["evidence"] == ids["gradient-checkpointing"]["evidence"]
+    assert "autocast" in ids["amp"]["action"] and "dtypes" in ids["amp"]["action"]
     # The same program on a large device gets none of it: no advice without evidence.
     run2 = type(run)(run.dir / "big")
     run2.dir.mkdir()
