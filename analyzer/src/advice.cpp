@@ -3,6 +3,8 @@
 // activations dominate a peak near the device's capacity (it halves them when they are fp32), and
 // says so; which tensors are optimizer state (set_to_none) is not visible, so that rule is not made.
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -151,6 +153,53 @@ std::vector<Advice> advise(const ProcessReport& p) {
     }
   }
   return out;
+}
+
+void advise_shared_devices(Report& report) {
+  // (host, device) -> the processes that used it and the device's total, when a trace knows it.
+  struct Shared {
+    std::vector<ProcessReport*> processes;
+    uint64_t total = 0;
+    uint64_t peaks = 0;
+  };
+  std::map<std::pair<std::string, int32_t>, Shared> by_device;
+  for (ProcessReport& p : report.processes) {
+    uint64_t total = 0;
+    int32_t device = 0;
+    for (const DeviceInfo& d : p.devices) total = std::max(total, d.total_bytes);
+    for (const DeviceFragmentation& d : p.fragmentation)
+      if (d.device_total) {
+        total = std::max(total, d.device_total);
+        device = d.device;
+      }
+    Shared& s = by_device[{p.info.host, device}];
+    s.processes.push_back(&p);
+    s.total = std::max(s.total, total);
+    s.peaks += p.summary.peak_bytes;
+  }
+  for (auto& [key, s] : by_device) {
+    const size_t n = s.processes.size();
+    if (n < 2 || !s.total || static_cast<double>(s.peaks) < kNearTotal * static_cast<double>(s.total)) continue;
+    std::string peaks;
+    for (const ProcessReport* p : s.processes)
+      peaks += fmt::format("{}pid {}{} {}", peaks.empty() ? "" : ", ", p->info.pid,
+                           p->info.rank >= 0 ? fmt::format(" (rank {})", p->info.rank) : std::string(),
+                           human_bytes(p->summary.peak_bytes));
+    const double fraction = std::max(0.01, static_cast<double>(static_cast<int>(90.0 / static_cast<double>(n))) / 100.0);
+    const std::string evidence =
+        fmt::format("{} processes on host {} share device {} ({}): peaks {}; together {} ({:.0f}% of the "
+                    "device)",
+                    n, key.first.empty() ? "?" : key.first, key.second, human_bytes(s.total), peaks,
+                    human_bytes(s.peaks), pct(s.peaks, s.total));
+    for (ProcessReport* p : s.processes)
+      p->advice.push_back({"memory-fraction", "Cap each process's share of the shared device",
+                           fmt::format("These processes run on one device: call "
+                                       "torch.cuda.set_per_process_memory_fraction({:.2f}) in each so "
+                                       "that one's cache cannot starve the others into an OOM (or give "
+                                       "each process its own device).",
+                                       fraction),
+                           fmt::format("peak:{}", p->info.pid), evidence});
+  }
 }
 
 }  // namespace gpumemshim::analyzer

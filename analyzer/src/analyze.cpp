@@ -159,6 +159,7 @@ Report analyze(const std::vector<std::string>& paths, const AnalyzeOptions& opti
     progress.add_bytes(trace.stats.file_bytes);
     progress.trace_done();
   });
+  advise_shared_devices(report);
   for (const ProcessReport& p : report.processes) add(report.summary, p.summary);
   if (options.suppressions) {
     report.suppressions_used = options.suppressions->entries();

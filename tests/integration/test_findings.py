@@ -218,3 +218,22 @@ def test_large_cache_at_the_end_advises_empty_cache(run):
     [advice] = [a for a in report["recommendations"] if a["id"] == "del-and-empty-cache"]
     assert "128.00 MiB reserved" in advice["evidence"] and "100% unused" in advice["evidence"]
     assert report["summary"]["cached_bytes"] == 128 << 20 and report["summary"]["leaked_bytes"] == 0
+
+
+def test_processes_sharing_a_device_get_memory_fraction_advice(run):
+    # Each process alone peaks at ~2 MiB of a 4 MiB device (no advice); two of them on one device
+    # together need more than it has.
+    for rank in (0, 1):
+        r = run.program([APP, "steady", "5"], FAKECUDA_TOTAL_MEM=4 << 20, RANK=rank)
+        assert r.returncode == 0, r.stderr
+    traces = run.traces()
+    assert len(traces) == 2
+    assert run.report(traces[0])["recommendations"] == []
+    report = run.report(*traces)
+    advice = [a for a in report["recommendations"] if a["id"] == "memory-fraction"]
+    assert len(advice) == 2, report["recommendations"]
+    pids = sorted(p["pid"] for p in report["processes"])
+    assert sorted(a["finding"] for a in advice) == sorted(f"peak:{pid}" for pid in pids)
+    assert "set_per_process_memory_fraction(0.45)" in advice[0]["action"]
+    assert "2 processes on host" in advice[0]["evidence"] and "of 4.00 MiB" not in advice[0]["evidence"]
+    assert "(4.00 MiB)" in advice[0]["evidence"]

@@ -144,6 +144,9 @@ void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<Si
 std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks);
 std::vector<DeviceFragmentation> find_fragmentation(const LoadedTrace& trace, StackView& stacks);
 std::vector<Advice> advise(const ProcessReport& p);
+// Advice that needs several processes: processes of one host sharing a device whose peaks add up
+// to nearly all of it get "memory-fraction" (appended to their own advice).
+void advise_shared_devices(Report& report);
 
 // All unsuppressed findings that fail `check` (kind "leak"), or every leak entry of any kind
 // when include_suppressed (the report's list), bytes descending.
