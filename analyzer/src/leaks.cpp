@@ -65,6 +65,19 @@ struct Survivors {
   }
 };
 
+// A communication library's own buffers (NCCL's communicators, channels and proxy buffers, which
+// it maps with cuMem* or allocates itself): made by its code, released by ncclCommDestroy /
+// destroy_process_group, not by the user's script. Returns the library's name, or "".
+std::string_view owning_library(const std::vector<Frame>& frames) {
+  for (const Frame& f : frames) {
+    std::string_view m = f.module;
+    size_t slash = m.rfind('/');
+    if (slash != std::string_view::npos) m = m.substr(slash + 1);
+    if (m.starts_with("libnccl")) return "nccl";
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string site_id(const std::string& stack_key, Api api) {
@@ -134,6 +147,7 @@ void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<Si
       g.pid = trace.process.pid;
       g.stack = frames;
       g.region = region;
+      g.owner = std::string(owning_library(frames));
       m.origin = origin;
     }
     m.survivors.merge(r);
@@ -180,6 +194,13 @@ void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<Si
                                  s.first_step, s.steps.size(), s.steps.size() == 1 ? "" : "s");
         }
         break;
+    }
+    if (!g.owner.empty() && (m.origin == Origin::kNoSteps || m.origin == Origin::kBeforeStep ||
+                             m.origin == Origin::kAfterStep)) {
+      g.kind = "retained";
+      g.reason = fmt::format("{}'s own buffers (made by its code, released by ncclCommDestroy / "
+                             "destroy_process_group): not the script's leak",
+                             g.owner == "nccl" ? "NCCL" : g.owner);
     }
     if (m.origin == Origin::kAddress) address_space.push_back(std::move(g));
     else leaks.push_back(std::move(g));

@@ -91,6 +91,7 @@ json group_json(const SiteGroup& g) {
             {"first_time_s", static_cast<double>(g.first_time_ns) / 1e9},
             {"stack", frames_json(g.stack)}};
   if (!g.region.empty()) o["region"] = g.region;
+  if (!g.owner.empty()) o["owner"] = g.owner;
   if (g.suppressed) {
     o["suppressed"] = true;
     o["suppressed_by"] = g.suppressed_by;

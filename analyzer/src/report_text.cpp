@@ -78,7 +78,7 @@ void group_text(std::string& out, const SiteGroup& g, const char* label) {
                      bytes_str(g.bytes), g.count, g.count == 1 ? "" : "s",
                      g.torch_block ? std::string_view("torch.alloc") : format::api_name(g.api),
                      g.torch_block ? std::string_view("torch_block") : format::memory_kind_name(g.memory),
-                     device_str(g.device), g.pid, g.id,
+                     device_str(g.device), g.pid, g.id + (g.owner.empty() ? "" : " owner " + g.owner),
                      g.suppressed ? fmt::format(" (suppressed by '{}')", g.suppressed_by) : "");
   if (!g.reason.empty()) out += fmt::format("  ({})\n", g.reason);
   frames_text(out, g.stack);

@@ -22,6 +22,7 @@ struct SiteGroup {
                              // first step, or not accumulating); address space: "unreleased"
   std::string reason;        // one sentence: why it is (not) a leak
   std::string region;        // the expect_no_leak region it was allocated in, if that decided it
+  std::string owner;         // a library whose own buffers these are ("nccl"), else empty
   uint64_t bytes = 0;
   uint64_t count = 0;
   Api api = Api::kUnknown;
