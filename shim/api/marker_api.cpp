@@ -1,8 +1,10 @@
 #include "marker_api.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "../record/recorder.h"
+#include "step_source.h"
 
 namespace gpumemshim::shim {
 namespace {
@@ -29,7 +31,35 @@ const char* cut(const char* name, char* buf) {
   return buf;
 }
 
+std::atomic<int> g_step_source{0};  // the best StepSource that has marked a step
+
 }  // namespace
+
+void record_step(StepSource source, const char* name) {
+  int want = static_cast<int>(source);
+  int cur = g_step_source.load(std::memory_order_relaxed);
+  while (cur < want && !g_step_source.compare_exchange_weak(cur, want, std::memory_order_relaxed)) {
+  }
+  if (want < g_step_source.load(std::memory_order_relaxed)) return;
+  char buf[kMaxName + 1];
+  record_marker(format::MarkerKind::kStep, cut(name, buf));
+}
+
+bool is_step_name(const char* name) {
+  if (!name) return false;
+  static constexpr const char* kPrefixes[] = {"step", "iter", "batch", "train_step", "training_step"};
+  for (const char* prefix : kPrefixes) {
+    size_t i = 0;
+    for (; prefix[i]; ++i) {
+      char c = name[i];
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      if (c != prefix[i]) break;
+    }
+    if (!prefix[i]) return true;
+  }
+  return false;
+}
+
 }  // namespace gpumemshim::shim
 
 using gpumemshim::format::MarkerKind;
@@ -43,8 +73,8 @@ GPUMEMSHIM_API void gpumemshim_mark(const char* name) {
 
 GPUMEMSHIM_API void gpumemshim_step(const char* name) {
   if (shim::recording_off()) return;
-  char buf[shim::kMaxName + 1];
-  shim::record_marker(MarkerKind::kStep, shim::cut(name, buf));
+  bool optimizer = name && std::strcmp(name, "optimizer.step") == 0;  // the package's torch hook
+  shim::record_step(optimizer ? shim::StepSource::kOptimizer : shim::StepSource::kProgram, name);
 }
 
 GPUMEMSHIM_API void gpumemshim_region_begin(const char* name) {

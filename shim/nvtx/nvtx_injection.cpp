@@ -2,6 +2,8 @@
 // they never allocate, never throw, and cost one record_marker each.
 #include "nvtx_injection.h"
 
+#include "../api/step_source.h"
+
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -52,6 +54,9 @@ constexpr size_t kMaxName = 1024;
 
 // Nesting depth of push/pop ranges on this thread: what nvtxRangePush/Pop return.
 __attribute__((tls_model("initial-exec"))) thread_local int t_depth = 0;
+// The depth of this thread's open range named like a step (-1: none): its pop ends a step.
+__attribute__((tls_model("initial-exec"))) thread_local int t_step_depth = -1;
+__attribute__((tls_model("initial-exec"))) thread_local char t_step_name[64];
 
 // Narrow copy of a name, cut to kMaxName bytes, into `buf` (kMaxName + 1 bytes).
 const char* ascii_name(const char* s, char* buf) {
@@ -85,10 +90,19 @@ const char* attrib_name(const nvtxEventAttributes_t* a, char* buf) {
   }
 }
 
-void mark(const char* name) { record_marker(MarkerKind::kMark, name); }
+void mark(const char* name) {
+  record_marker(MarkerKind::kMark, name);
+  if (is_step_name(name)) record_step(StepSource::kNvtx, name);
+}
 
 int push(const char* name) {
   record_marker(MarkerKind::kRangePush, name);
+  if (t_step_depth < 0 && is_step_name(name)) {
+    t_step_depth = t_depth;
+    size_t n = strnlen(name, sizeof t_step_name - 1);
+    std::memcpy(t_step_name, name, n);
+    t_step_name[n] = '\0';
+  }
   return t_depth++;
 }
 
@@ -120,7 +134,11 @@ int cb_pop() {
   // An unbalanced pop is recorded as the program made it; NVTX's convention is a negative result.
   record_marker(MarkerKind::kRangePop, "");
   if (t_depth == 0) return -1;
-  return --t_depth;
+  if (--t_depth == t_step_depth) {
+    t_step_depth = -1;
+    record_step(StepSource::kNvtx, t_step_name);
+  }
+  return t_depth;
 }
 
 // The shim's own path, for NVTX_INJECTION64_PATH (absolute: the program may chdir before its

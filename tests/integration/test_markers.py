@@ -168,3 +168,35 @@ def test_pause_and_resume(run):
     report = run.report(trace)
     assert sorted(l["bytes"] for l in report["leaks"]) == [1 << 20, 4 << 20]
     assert report["summary"]["allocations"] == 2
+
+
+def step_markers(report):
+    return [m["name"] for m in report["markers"] if m["kind"] == "step"]
+
+
+def nvtx_leak_line():
+    text = (SOURCES / "nvtx_app.cpp").read_text().splitlines()
+    return next(i for i, l in enumerate(text, 1) if l.rstrip().endswith("// site: nvtx_step_leak"))
+
+
+@needs_nvtx
+def test_nvtx_ranges_named_like_steps_are_step_boundaries(run):
+    r = run.program([NVTX_APP, 12, "steps"])
+    assert r.returncode == 0, r.stderr
+    [trace] = run.traces()
+    report = run.report(trace)
+    assert step_markers(report) == [f"Step {i}" for i in range(12)]
+    # Growth per step needs no gpumemshim call in the program: 4096 bytes kept per NVTX step.
+    [g] = report["growth"]
+    assert g["basis"] == "steps" and abs(g["bytes_per_step"] - 4096) <= 16
+    assert g["stack"][0]["file"].endswith("nvtx_app.cpp") and g["stack"][0]["line"] == nvtx_leak_line()
+
+
+@needs_nvtx
+def test_the_programs_own_steps_replace_nvtx_steps(run):
+    r = run.program([NVTX_APP, 10, "steps+api"])
+    assert r.returncode == 0, r.stderr
+    [trace] = run.traces()
+    # NVTX steps 0..2 (the program's first gpumemshim_step comes after step 2's range), then only
+    # the program's own steps: never both for one iteration.
+    assert step_markers(run.report(trace)) == ["Step 0", "Step 1", "Step 2"] + [""] * 8

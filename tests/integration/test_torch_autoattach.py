@@ -143,3 +143,14 @@ def test_opt_out_of_the_python_boot(run):
     assert r.stdout.split() == ["False", "False"], r.stdout
     [trace] = run.traces()
     assert run.report(trace)["summary"]["torch"]["allocs"] == 0
+
+
+def test_scripts_own_steps_replace_the_optimizer_steps(run):
+    r = train(run, TRAIN_USER_STEPS=1)
+    assert r.returncode == 0, r.stderr
+    [trace] = run.traces()
+    report = run.report(trace)
+    # The first optimizer step is marked before the script's first own step; after that only the
+    # script's steps count, so a step is never counted twice.
+    names = [m["name"] for m in report["markers"] if m["kind"] == "step"]
+    assert names == ["optimizer.step", "", "", ""], names

@@ -3,11 +3,18 @@
 // shim itself, which records the ranges and marks as Marker records.
 //   nvtx_app [iterations]   each: push "forward", cudaMalloc, pop; push "backward" (Ex API),
 //                           cudaFree, pop; mark "checkpoint"; then one wide mark "done".
+//   nvtx_app N steps        each iteration inside a range "Step <i>" that also keeps 4096 bytes
+//   nvtx_app N steps+api    ... and calls gpumemshim_step() after each iteration from i == 2 on
 #include <fakecuda/cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -31,7 +38,20 @@ int push_ex(const char* name) {
 
 int main(int argc, char** argv) {
   int iterations = argc > 1 ? std::atoi(argv[1]) : 3;
+  const char* mode = argc > 2 ? argv[2] : "";
+  bool steps = std::strncmp(mode, "steps", 5) == 0;
+  using StepFn = void (*)(const char*);
+  auto api_step = std::strcmp(mode, "steps+api") == 0
+                      ? reinterpret_cast<StepFn>(dlsym(RTLD_DEFAULT, "gpumemshim_step"))
+                      : nullptr;
+  std::vector<void*> kept;
   for (int i = 0; i < iterations; ++i) {
+    if (steps) nvtxRangePushA(("Step " + std::to_string(i)).c_str());
+    if (steps) {
+      void* k = nullptr;
+      check(cudaMalloc(&k, 4096), "cudaMalloc");  // site: nvtx_step_leak
+      kept.push_back(k);
+    }
     void* p = nullptr;
     int depth = nvtxRangePushA("forward");
     check(cudaMalloc(&p, 1 << 20), "cudaMalloc");
@@ -40,6 +60,8 @@ int main(int argc, char** argv) {
     check(cudaFree(p), "cudaFree");
     nvtxRangePop();
     nvtxMarkA("checkpoint");
+    if (steps) nvtxRangePop();
+    if (api_step && i >= 2) api_step(nullptr);
     // Under an injection that keeps depth, push returns 0 and pop the depth ended (0); with no
     // tool NVTX returns its no-op values. Either way the program runs on.
     std::printf("iteration %d depth %d popped %d\n", i, depth, popped);

@@ -16,4 +16,8 @@ for step in range(int(sys.argv[1]) if len(sys.argv) > 1 else 3):
     kept.append(p)
     torch.autograd.backward(4096)  # site: backward_call
     opt.step()
+    if os.environ.get("TRAIN_USER_STEPS"):  # the script marks its own steps too
+        import gpumemshim
+
+        gpumemshim.step()
 print("sitecustomize" in sys.modules, "gpumemshim" in sys.modules)
