@@ -3,6 +3,8 @@
 // activations dominate a peak near the device's capacity (it halves them when they are fp32), and
 // says so; which tensors are optimizer state (set_to_none) is not visible, so that rule is not made.
 #include <algorithm>
+#include <cctype>
+#include <fstream>
 #include <map>
 #include <utility>
 
@@ -38,6 +40,42 @@ bool has_python(const std::vector<Frame>& stack) {
   return std::any_of(stack.begin(), stack.end(), [](const Frame& f) { return f.python; });
 }
 
+// The text of a source line when the file is readable where the analysis runs (the script usually
+// is): evidence of what the line does. "" otherwise.
+std::string source_line(const std::string& file, uint32_t line) {
+  if (file.empty() || line == 0 || file.front() == '<') return {};
+  std::ifstream in(file);
+  std::string text;
+  for (uint32_t n = 1; n <= line && std::getline(in, text); ++n) {
+    if (n == line) {
+      size_t b = text.find_first_not_of(" \t");
+      size_t e = text.find_last_not_of(" \t\r");
+      return b == std::string::npos ? std::string() : text.substr(b, e - b + 1).substr(0, 160);
+    }
+  }
+  return {};
+}
+
+const Frame* first_python(const std::vector<Frame>& stack) {
+  for (const Frame& f : stack)
+    if (f.python) return &f;
+  return nullptr;
+}
+
+// `total_loss += loss`, `running = running + criterion(...)`: a loss summed across steps as a tensor.
+bool accumulates_loss(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  size_t hash = text.find('#');
+  if (hash != std::string::npos) text.resize(hash);
+  if (text.find("loss") == std::string::npos) return false;
+  if (text.find("+=") != std::string::npos) return true;
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  std::string lhs = text.substr(0, eq);
+  lhs.erase(lhs.find_last_not_of(' ') + 1);
+  return text.find(lhs + " +", eq) != std::string::npos || text.find(lhs + "+", eq) != std::string::npos;
+}
+
 double pct(uint64_t part, uint64_t whole) {
   return whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
 }
@@ -59,7 +97,16 @@ std::vector<Advice> advise(const ProcessReport& p) {
         : g.basis == "steps"
             ? fmt::format("; the device would be full at step {}", g.projected_oom_step)
             : fmt::format("; the device would be full after {:.0f} s", static_cast<double>(g.projected_oom_step) * g.bucket_s));
-    if (has_python(g.stack) && g.bytes_per_step <= kSmallStepBytes && g.confidence >= kEveryStepConfidence)
+    const Frame* py = first_python(g.stack);
+    const std::string text = py ? source_line(py->file, py->line) : std::string();
+    if (!text.empty()) evidence += fmt::format("; the line reads `{}`", text);
+    if (!text.empty() && accumulates_loss(text))
+      out.push_back({"item-or-detach", "Accumulate Python numbers, not tensors",
+                     "This line sums a loss across steps as a tensor, which keeps every step's autograd "
+                     "graph (and the activations it saved) alive: accumulate loss.item() or "
+                     "loss.detach() instead.",
+                     "growth:" + g.id, evidence});
+    else if (has_python(g.stack) && g.bytes_per_step <= kSmallStepBytes && g.confidence >= kEveryStepConfidence)
       out.push_back({"item-or-detach", "Accumulate Python numbers, not tensors",
                      "A small tensor made at this line survives every step, as when a loss is summed "
                      "across steps (total_loss += loss) and keeps its autograd graph alive: accumulate "

@@ -2,10 +2,12 @@
 kinds with their reasons, growth at the right line with the right bytes/step, fragmentation with
 an OOM that had enough free memory in total, advice, and `check`'s exit codes and suppressions."""
 import json
+import pathlib
+import sys
 
 import pytest
 
-from conftest import BUILD, site_line
+from conftest import BUILD, FAKECUDA, site_line
 
 APP = BUILD / "tests" / "integration" / "findings_app"
 SRC = "findings_app.cpp"
@@ -261,3 +263,18 @@ def test_nccl_buffers_are_not_the_scripts_leak(run, with_steps):
     assert report["summary"]["leaked_bytes"] == leaked
     check = run.cli("check", trace)
     assert check.returncode == 1  # the script's leak fails CI; NCCL's buffers alone would not
+
+
+def test_growth_on_a_loss_accumulation_line_advises_item_or_detach(run):
+    script = pathlib.Path(__file__).parent / "apps" / "python_growth.py"
+    r = run.program([sys.executable, script, FAKECUDA / "libcudart.so.13", 12],
+                    PYTHONPATH=pathlib.Path(__file__).parents[2] / "python")
+    assert r.returncode == 0, r.stderr
+    [trace] = run.traces()
+    report = run.report(trace)
+    [g] = report["growth"]
+    assert abs(g["bytes_per_step"] - (256 << 10)) <= 16 and g["stack"][0]["python"]
+    [advice] = [a for a in report["recommendations"] if a["finding"] == "growth:" + g["id"]]
+    # 256 KiB a step is no scalar: the line's text is the evidence.
+    assert advice["id"] == "item-or-detach", advice
+    assert "the line reads `total_loss += cudart.cudaMalloc(" in advice["evidence"]
