@@ -106,7 +106,8 @@ std::vector<Advice> advise(const ProcessReport& p) {
                      "graph (and the activations it saved) alive: accumulate loss.item() or "
                      "loss.detach() instead.",
                      "growth:" + g.id, evidence});
-    else if (has_python(g.stack) && g.bytes_per_step <= kSmallStepBytes && g.confidence >= kEveryStepConfidence)
+    else if (text.empty() && has_python(g.stack) && g.bytes_per_step <= kSmallStepBytes &&
+             g.confidence >= kEveryStepConfidence)  // no source at hand: a small tensor every step
       out.push_back({"item-or-detach", "Accumulate Python numbers, not tensors",
                      "A small tensor made at this line survives every step, as when a loss is summed "
                      "across steps (total_loss += loss) and keeps its autograd graph alive: accumulate "
