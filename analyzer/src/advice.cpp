@@ -98,9 +98,12 @@ std::vector<Advice> advise(const ProcessReport& p) {
             ? fmt::format("; the device would be full at step {}", g.projected_oom_step)
             : fmt::format("; the device would be full after {:.0f} s", static_cast<double>(g.projected_oom_step) * g.bucket_s));
     const Frame* py = first_python(g.stack);
-    const std::string text = py ? source_line(py->file, py->line) : std::string();
+    const Frame* at = py;
+    for (size_t i = 0; !at && i < g.stack.size(); ++i)
+      if (!g.stack[i].file.empty() && g.stack[i].line) at = &g.stack[i];
+    const std::string text = at ? source_line(at->file, at->line) : std::string();
     if (!text.empty()) evidence += fmt::format("; the line reads `{}`", text);
-    if (!text.empty() && accumulates_loss(text))
+    if (py && !text.empty() && accumulates_loss(text))
       out.push_back({"item-or-detach", "Accumulate Python numbers, not tensors",
                      "This line sums a loss across steps as a tensor, which keeps every step's autograd "
                      "graph (and the activations it saved) alive: accumulate loss.item() or "
@@ -115,9 +118,13 @@ std::vector<Advice> advise(const ProcessReport& p) {
                      "growth:" + g.id, evidence});
     else
       out.push_back({"del-references", "Drop references kept across steps",
-                     "Memory allocated at this line is still referenced steps later (a list, dict, "
-                     "cache or attribute that keeps growing): delete the references when done (del), or "
-                     "keep .detach().cpu() copies.",
+                     has_python(g.stack)
+                         ? "Memory allocated at this line is still referenced steps later (a list, dict, "
+                           "cache or attribute that keeps growing): delete the references when done (del), "
+                           "or keep .detach().cpu() copies."
+                         : "Memory allocated at this line is still held steps later: free it when its step "
+                           "is done (cudaFree, or the owning object's destructor), or bound the container "
+                           "that keeps it.",
                      "growth:" + g.id, evidence});
   }
 

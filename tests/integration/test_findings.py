@@ -44,6 +44,9 @@ def test_growth_found_at_the_leaking_line_with_its_bytes_per_step(run):
     assert "accumulate step over step" in leaks[0]["reason"]
     advice = [a for a in report["recommendations"] if a["finding"] == "growth:" + growth["id"]]
     assert advice and advice[0]["id"] == "del-references" and "4096 bytes per step" in advice[0]["evidence"]
+    # A C++ program gets C++ words, and the line itself as evidence.
+    assert "cudaFree" in advice[0]["action"] and "detach" not in advice[0]["action"]
+    assert "the line reads `check(cudaMalloc(&p, 4096)" in advice[0]["evidence"]
     text = run.cli("report", trace).stdout
     assert f"GROWTH +4.00 KiB (4096 bytes) per step" in text
     assert f"{SRC}:{site_line('step_leak', SRC)}" in text
