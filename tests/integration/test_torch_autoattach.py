@@ -154,3 +154,13 @@ def test_scripts_own_steps_replace_the_optimizer_steps(run):
     # script's steps count, so a step is never counted twice.
     names = [m["name"] for m in report["markers"] if m["kind"] == "step"]
     assert names == ["optimizer.step", "", "", ""], names
+
+
+def test_torch_bridge_opt_out(run):
+    r = train(run, GPUMEMSHIM_TORCH=0)
+    assert r.returncode == 0, r.stderr
+    assert not [l for l in r.stderr.splitlines() if l.startswith("gpumemshim:")], r.stderr
+    [trace] = run.traces()
+    report = run.report(trace)
+    assert report["summary"]["torch"]["allocs"] == 0
+    assert report["summary"]["allocations"] == 6  # runtime-level events stay
