@@ -1,7 +1,9 @@
 // Advice (DESIGN.md §8): each rule needs a finding and the numbers that justify it; no finding, no
 // advice. A trace cannot show tensor dtypes, so mixed precision is advised on the evidence that
 // activations dominate a peak near the device's capacity (it halves them when they are fp32), and
-// says so; which tensors are optimizer state (set_to_none) is not visible, so that rule is not made.
+// says so. Which tensors are optimizer state is not visible either; a peak between the end of
+// backward() and the end of optimizer.step() (the package's markers) is the evidence for the
+// optimizer advice.
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -165,6 +167,42 @@ std::vector<Advice> advise(const ProcessReport& p) {
                                  "({:.0f}% unused)",
                                  human_bytes(d.reserved_end), human_bytes(d.allocated_end),
                                  pct(d.reserved_end - d.allocated_end, d.reserved_end))});
+  }
+
+  // The peak fell after backward() returned and before optimizer.step() finished: gradients,
+  // optimizer state and the step's temporaries at once.
+  {
+    const bool torch_peak = p.torch_peak_bytes > 0;
+    const uint64_t t_peak = torch_peak ? p.torch_peak_time_ns : p.peak_time_ns;
+    const uint64_t at_peak = torch_peak ? p.torch_peak_bytes : p.summary.peak_bytes;
+    const MarkerEvent* before = nullptr;  // the last backward push/pop or optimizer step before
+    const MarkerEvent* after = nullptr;   // ... and the first after
+    for (const MarkerEvent& m : p.markers) {
+      const bool backward = (m.kind == format::MarkerKind::kRangePush ||
+                             m.kind == format::MarkerKind::kRangePop) && m.name == "torch.backward";
+      const bool opt_step = m.kind == format::MarkerKind::kStep && m.name == "optimizer.step";
+      if (!backward && !opt_step) continue;
+      if (m.time_ns <= t_peak) {
+        before = &m;
+      } else {
+        after = &m;
+        break;
+      }
+    }
+    if (at_peak && before && after && before->kind == format::MarkerKind::kRangePop &&
+        after->kind == format::MarkerKind::kStep)
+      out.push_back({"set-to-none", "Shrink what the optimizer step holds",
+                     "The peak comes during the optimizer step, when gradients, optimizer state and the "
+                     "step's temporaries are alive together: call optimizer.zero_grad(set_to_none=True), "
+                     "use foreach=False (or fused=True where it is smaller), or an 8-bit optimizer "
+                     "(bitsandbytes) to shrink the state.",
+                     "peak:" + pid,
+                     fmt::format("the {} peak ({}) was reached at {:.3f} s, after backward() returned at "
+                                 "{:.3f} s and before optimizer.step() finished at {:.3f} s",
+                                 torch_peak ? "tensor" : "device", human_bytes(at_peak),
+                                 static_cast<double>(t_peak) / 1e9,
+                                 static_cast<double>(before->time_ns) / 1e9,
+                                 static_cast<double>(after->time_ns) / 1e9)});
   }
 
   // Peak close to the device's capacity (or an OOM that no defragmenting would have avoided).

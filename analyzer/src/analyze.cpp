@@ -139,6 +139,8 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   p.peak_in_step_bytes = trace.replay.peak_in_step_bytes();
   p.torch_peak_bytes = trace.replay.torch_peak_bytes();
   p.torch_peak_in_step_bytes = trace.replay.torch_peak_in_step_bytes();
+  p.peak_time_ns = trace.replay.peak_time_ns();
+  p.torch_peak_time_ns = trace.replay.torch_peak_time_ns();
   p.advice = advise(p);
   return p;
 }

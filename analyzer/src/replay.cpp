@@ -96,6 +96,7 @@ void Replay::alloc(const format::AllocRecord& r) {
     if (live_device_bytes_ > summary_.peak_bytes) {
       peak_sites_.new_peak();  // ranks: sites at the peak
       peak_in_step_ = in_step_;
+      peak_time_ns_ = r.time_ns;
     }
     summary_.peak_bytes = std::max(summary_.peak_bytes, live_device_bytes_);
     if (DeviceMemoryTrack* d = device_track(r.device)) d->live_device_bytes += r.size;
@@ -257,6 +258,7 @@ void Replay::torch(const format::TorchEventRecord& r) {
       if (t.live_block_bytes > torch_peak_) {
         torch_peak_ = t.live_block_bytes;
         torch_peak_in_step_ = torch_in_step_;
+        torch_peak_time_ns_ = r.time_ns;
       }
       break;
     }

@@ -164,3 +164,18 @@ def test_torch_bridge_opt_out(run):
     report = run.report(trace)
     assert report["summary"]["torch"]["allocs"] == 0
     assert report["summary"]["allocations"] == 6  # runtime-level events stay
+
+
+def test_peak_during_the_optimizer_step_advises_set_to_none(run):
+    r = train(run, FAKE_OPTIMIZER_BYTES=64 << 20)
+    assert r.returncode == 0, r.stderr
+    [trace] = run.traces()
+    report = run.report(trace)
+    [advice] = [a for a in report["recommendations"] if a["id"] == "set-to-none"]
+    assert "after backward() returned" in advice["evidence"] and "64.00 MiB" in advice["evidence"]
+    # Without the optimizer's temporaries the tensor peak is elsewhere: no such advice.
+    run2 = type(run)(run.dir / "plain")
+    run2.dir.mkdir()
+    assert train(run2).returncode == 0
+    [plain] = run2.traces()
+    assert not [a for a in run2.report(plain)["recommendations"] if a["id"] == "set-to-none"]

@@ -35,3 +35,14 @@ extern "C" __attribute__((visibility("default"))) void fake_backward_alloc(size_
   std::thread t(autograd_thread_alloc, bytes);
   t.join();
 }
+
+// A tensor block allocated and freed again, as the caching allocator reports one (the optimizer
+// step's temporaries in the tests).
+extern "C" __attribute__((visibility("default"))) void fake_torch_block(size_t bytes) {
+  auto fn = reinterpret_cast<TorchEventFn>(dlsym(RTLD_DEFAULT, "gpumemshim_torch_event"));
+  if (!fn) return;
+  constexpr uint64_t kBlock = 0x7f0000200000ull;
+  fn(1, 0, kBlock, bytes, 0);  // alloc
+  fn(2, 0, kBlock, bytes, 0);  // free_requested
+  fn(3, 0, kBlock, bytes, 0);  // free_completed
+}

@@ -109,6 +109,8 @@ struct ProcessReport {
   uint64_t peak_in_step_bytes = 0;        // at the device-memory peak: made in the current step
   uint64_t torch_peak_bytes = 0;          // peak of live tensor blocks
   uint64_t torch_peak_in_step_bytes = 0;  // ... of which made in the current step
+  uint64_t peak_time_ns = 0;             // when the device-memory peak was reached
+  uint64_t torch_peak_time_ns = 0;       // when the tensor-block peak was reached
   std::vector<MarkerEvent> markers;      // in time order; the earliest MarkerLog::kKeep
   uint64_t markers_dropped = 0;          // markers not kept (beyond MarkerLog::kKeep)
   std::vector<SiteBytes> peak_sites;     // what each site held at this process's peak (ranks.h)

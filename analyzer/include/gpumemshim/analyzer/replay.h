@@ -130,6 +130,8 @@ class Replay {
   uint64_t peak_in_step_bytes() const { return peak_in_step_; }
   uint64_t torch_peak_bytes() const { return torch_peak_; }
   uint64_t torch_peak_in_step_bytes() const { return torch_peak_in_step_; }
+  uint64_t peak_time_ns() const { return peak_time_ns_; }              // when peak_bytes was reached
+  uint64_t torch_peak_time_ns() const { return torch_peak_time_ns_; }  // ... torch_peak_bytes
 
   const std::vector<RawSite>& sites() const { return sites_; }
   // The device a raw site allocated on (-1: several).
@@ -182,6 +184,7 @@ class Replay {
   std::vector<int32_t> site_device_;
   uint64_t in_step_ = 0, peak_in_step_ = 0;  // device bytes allocated in the current step, live
   uint64_t torch_in_step_ = 0, torch_peak_ = 0, torch_peak_in_step_ = 0;
+  uint64_t peak_time_ns_ = 0, torch_peak_time_ns_ = 0;
   PeakSiteTracker peak_sites_;
   SiteSampler step_sampler_{kMaxStepPoints};
   SiteSampler time_sampler_{kMaxTimePoints};
