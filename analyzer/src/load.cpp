@@ -5,9 +5,14 @@
 #include <string_view>
 #include <variant>
 
+#include <sys/mman.h>
+#include <unistd.h>
+#include <unordered_set>
+
 #include <fmt/format.h>
 
 #include "gpumemshim/analyzer/errors.h"
+#include "gpumemshim/analyzer/stream_order.h"
 #include "gpumemshim/analyzer/time_order.h"
 #include "gpumemshim/format/decoder.h"
 
@@ -29,63 +34,72 @@ namespace {
                                       raw.offset, static_cast<unsigned>(raw.type), raw.size));
 }
 
-// Timed events are replayed in time order. Each thread's records are in order in the file, but the
-// shim writes per-thread buffers: across threads a free can come after the next allocation of the
-// same address. So events are collected and, when out of order, replayed in the order of a stable
-// sort by time, found by merging the threads' runs (time_order.h).
-// TODO(scale): stream with a bounded window once the writer guarantees a flush interval.
+// Timed events are replayed in time order (ties: file order). Each thread's records are in order
+// in the file, but the shim writes per-thread buffers: across threads a free can come after the
+// next allocation of the same address. The first pass replays while reading through a bounded
+// per-thread merge (stream_order.h); only when the file is too far out of order for it does a
+// second pass collect every event and replay them in the order of a stable sort by time, found by
+// merging the threads' runs (time_order.h).
 using TimedEvent = std::variant<fmtr::AllocRecord, fmtr::FreeRecord, fmtr::AllocFailedRecord,
                                 fmtr::MemInfoRecord, fmtr::MarkerRecord, fmtr::TorchEventRecord>;
 
+uint64_t stream_of(const TimedEvent& e) {
+  return std::visit([](const auto& r) -> uint64_t {
+    if constexpr (requires { r.thread_id; }) return r.thread_id;
+    else return UINT64_MAX;  // memory-info samples carry no thread: one stream of their own
+  }, e);
+}
+
+uint64_t time_of(const TimedEvent& e) {
+  return std::visit([](const auto& r) { return r.time_ns; }, e);
+}
+
+void apply(const TimedEvent& e, Replay& replay, BackwardAttribution& backward) {
+  switch (e.index()) {
+    case 0: {
+      fmtr::AllocRecord r = std::get<0>(e);
+      r.stack_id = backward.attribute(r.thread_id, r.stack_id);
+      replay.alloc(r);
+      break;
+    }
+    case 1: replay.free(std::get<1>(e)); break;
+    case 2: {
+      fmtr::AllocFailedRecord r = std::get<2>(e);
+      r.stack_id = backward.attribute(r.thread_id, r.stack_id);
+      replay.failed(r);
+      break;
+    }
+    case 3: replay.meminfo(std::get<3>(e)); break;
+    case 4:
+      backward.marker(std::get<4>(e));
+      replay.marker(std::get<4>(e));
+      break;
+    case 5: {
+      fmtr::TorchEventRecord r = std::get<5>(e);
+      r.stack_id = backward.attribute(r.thread_id, r.stack_id);
+      replay.torch(r);
+      break;
+    }
+  }
+}
+
+// Every event kept until the end of the file (the fallback pass).
 class EventQueue {
  public:
-  template <typename Rec>
-  void push(const Rec& r) {
-    if (r.time_ns < last_) sorted_ = false;
-    last_ = std::max(last_, r.time_ns);
-    events_.emplace_back(r);
+  void push(const TimedEvent& e) {
+    uint64_t t = time_of(e);
+    if (t < last_) sorted_ = false;
+    last_ = std::max(last_, t);
+    events_.push_back(e);
   }
   void replay_into(Replay& replay, BackwardAttribution& backward) {
-    auto time = [&](size_t i) { return std::visit([](const auto& r) { return r.time_ns; }, events_[i]); };
-    auto thread = [&](size_t i) {
-      return std::visit([](const auto& r) -> uint64_t {
-        if constexpr (requires { r.thread_id; }) return r.thread_id;
-        else return UINT64_MAX;  // memory-info samples carry no thread: one stream of their own
-      }, events_[i]);
-    };
-    auto visit = [&](size_t i) {
-      const TimedEvent& e = events_[i];
-      switch (e.index()) {
-        case 0: {
-          fmtr::AllocRecord r = std::get<0>(e);
-          r.stack_id = backward.attribute(r.thread_id, r.stack_id);
-          replay.alloc(r);
-          break;
-        }
-        case 1: replay.free(std::get<1>(e)); break;
-        case 2: {
-          fmtr::AllocFailedRecord r = std::get<2>(e);
-          r.stack_id = backward.attribute(r.thread_id, r.stack_id);
-          replay.failed(r);
-          break;
-        }
-        case 3: replay.meminfo(std::get<3>(e)); break;
-        case 4:
-          backward.marker(std::get<4>(e));
-          replay.marker(std::get<4>(e));
-          break;
-        case 5: {
-          fmtr::TorchEventRecord r = std::get<5>(e);
-          r.stack_id = backward.attribute(r.thread_id, r.stack_id);
-          replay.torch(r);
-          break;
-        }
-      }
-    };
+    auto visit = [&](size_t i) { apply(events_[i], replay, backward); };
     if (sorted_) {
       for (size_t i = 0; i < events_.size(); ++i) visit(i);
     } else {
-      for_each_in_time_order(events_.size(), time, thread, visit);
+      for_each_in_time_order(
+          events_.size(), [&](size_t i) { return time_of(events_[i]); },
+          [&](size_t i) { return stream_of(events_[i]); }, visit);
     }
     events_.clear();
   }
@@ -95,6 +109,14 @@ class EventQueue {
   uint64_t last_ = 0;
   bool sorted_ = true;
 };
+
+// The pages already read are dropped from the process (they stay in the page cache): resident
+// memory is then the live state, not the file.
+void release_read_pages(std::span<const uint8_t> bytes, uint64_t upto) {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t end = upto / page * page;
+  if (end > 0) madvise(const_cast<uint8_t*>(bytes.data()), end, MADV_DONTNEED);
+}
 
 template <typename Rec>
 Rec decode_or_throw(const std::string& path, const fmtr::RawRecord& raw) {
@@ -115,8 +137,11 @@ void check_text(const std::string& path, const fmtr::RawRecord& raw,
 
 }  // namespace
 
-LoadedTrace load_trace(const std::string& path) {
-  LoadedTrace t;
+namespace {
+
+// One read of the file into `t`. streaming: replay while reading; returns false when the file is
+// too far out of time order for that (then nothing in `t` is usable).
+bool load_pass(const std::string& path, LoadedTrace& t, bool streaming) {
   t.path = path;
   fmtr::MappedFile file;
   if (std::string err = file.open(path); !err.empty()) throw TraceError(err);  // has the path
@@ -129,9 +154,33 @@ LoadedTrace load_trace(const std::string& path) {
 
   std::vector<uint64_t> frames;
   std::vector<fmtr::PyFrameRef> py_frames;
+  // Stacks found without Python frames while replaying: a PyStack record for one of them later in
+  // the file would have changed an attribution, so that file needs the buffered pass.
+  std::unordered_set<uint64_t> no_python_yet;
+  BackwardAttribution backward(
+      [&t, &no_python_yet, streaming](uint64_t stack_id) {
+        if (t.py_stacks.count(stack_id) != 0) return true;
+        if (streaming) no_python_yet.insert(stack_id);
+        return false;
+      },
+      t.attributed_stacks);
   EventQueue events;
+  StreamingTimeOrder<TimedEvent> order;
+  bool in_order = true;
+  auto replay_one = [&](const TimedEvent& e) { apply(e, t.replay, backward); };
+  auto push = [&](const TimedEvent& e) {
+    if (!streaming) events.push(e);
+    else if (in_order) in_order = order.push(stream_of(e), time_of(e), e, replay_one);
+  };
+  uint64_t released = 0;
+  constexpr uint64_t kReleaseEvery = 32ull << 20;
   fmtr::RawRecord raw;
   for (;;) {
+    if (!in_order) return false;
+    if (streaming && reader.offset() - released >= kReleaseEvery) {
+      released = reader.offset();
+      release_read_pages(bytes, released);
+    }
     fmtr::ReadStatus st = reader.next(raw);
     if (st == fmtr::ReadStatus::kEnd) break;
     if (st == fmtr::ReadStatus::kTruncated) {
@@ -152,21 +201,21 @@ LoadedTrace load_trace(const std::string& path) {
         } else {
           ++t.stats.unknown_api;
         }
-        events.push(r);
+        push(r);
         break;
       }
       case RecordType::kFree: {
         auto r = decode_or_throw<fmtr::FreeRecord>(path, raw);
         auto api = static_cast<uint8_t>(r.api);
         if (api < fmtr::kApiCount) ++t.stats.frees_by_api[api]; else ++t.stats.unknown_api;
-        events.push(r);
+        push(r);
         break;
       }
       case RecordType::kAllocFailed: {
         auto r = decode_or_throw<fmtr::AllocFailedRecord>(path, raw);
         auto api = static_cast<uint8_t>(r.api);
         if (api < fmtr::kApiCount) ++t.stats.failed_by_api[api]; else ++t.stats.unknown_api;
-        events.push(r);
+        push(r);
         break;
       }
       case RecordType::kStack: {
@@ -180,6 +229,7 @@ LoadedTrace load_trace(const std::string& path) {
         fmtr::PyStackRecord r;
         if (!fmtr::decode(raw, r, py_frames)) malformed(path, raw);
         t.py_stacks.try_emplace(r.stack_id, py_frames.begin(), py_frames.end());
+        if (no_python_yet.count(r.stack_id) != 0) return false;
         break;
       }
       case RecordType::kPyCode: {
@@ -206,15 +256,15 @@ LoadedTrace load_trace(const std::string& path) {
         break;
       }
       case RecordType::kTorchEvent:
-        events.push(decode_or_throw<fmtr::TorchEventRecord>(path, raw));
+        push(decode_or_throw<fmtr::TorchEventRecord>(path, raw));
         break;
       case RecordType::kMemInfo:
-        events.push(decode_or_throw<fmtr::MemInfoRecord>(path, raw));
+        push(decode_or_throw<fmtr::MemInfoRecord>(path, raw));
         break;
       case RecordType::kMarker: {
         auto r = decode_or_throw<fmtr::MarkerRecord>(path, raw);
         check_text(path, raw, {r.name});
-        events.push(r);
+        push(r);
         t.markers.add(r);
         break;
       }
@@ -249,9 +299,23 @@ LoadedTrace load_trace(const std::string& path) {
         break;
     }
   }
-  BackwardAttribution backward(
-      [&t](uint64_t stack_id) { return t.py_stacks.count(stack_id) != 0; }, t.attributed_stacks);
-  events.replay_into(t.replay, backward);  // while the file is mapped: markers point into it
+  if (streaming) {
+    if (!in_order) return false;
+    order.finish(replay_one);
+  } else {
+    events.replay_into(t.replay, backward);  // while the file is mapped: markers point into it
+  }
+  (void)streaming;
+  return true;
+}
+
+}  // namespace
+
+LoadedTrace load_trace(const std::string& path) {
+  LoadedTrace t;  // one object, returned in place (NRVO)
+  if (load_pass(path, t, true)) return t;
+  t = LoadedTrace{};
+  load_pass(path, t, false);
   return t;
 }
 

@@ -4,6 +4,8 @@
 #include "gpumemshim/analyzer/timeline.h"
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -195,8 +197,13 @@ json frames_to_json(const std::vector<Frame>& frames) {
   return a;
 }
 
-Timeline build_timeline(const LoadedTrace& trace, const std::vector<TimedEvent>& events,
-                        size_t max_samples, size_t top_sites) {
+namespace {
+
+// Walks every timed event in time order; false: it could not (the walk stopped part-way).
+using EventWalk = std::function<bool(const std::function<void(const TimedEvent&)>&)>;
+
+std::optional<Timeline> build_timeline_from(const LoadedTrace& trace, const EventWalk& walk,
+                                            size_t max_samples, size_t top_sites) {
   Timeline tl;
   StackView stacks(trace);
   uint64_t end_ns = static_cast<uint64_t>(trace.duration_s() * 1e9);
@@ -205,8 +212,8 @@ Timeline build_timeline(const LoadedTrace& trace, const std::vector<TimedEvent>&
   size_t peak_index = SIZE_MAX;
   {
     MemoryState state(trace, stacks, tl.all_sites);
-    for (size_t i = 0; i < events.size(); ++i) {
-      const TimedEvent& e = events[i];
+    size_t i = 0;
+    bool walked = walk([&](const TimedEvent& e) {
       end_ns = std::max(end_ns, event_time_ns(e));
       if (e.index() == 5) tl.has_torch = true;
       if (e.index() == 4) {
@@ -219,7 +226,9 @@ Timeline build_timeline(const LoadedTrace& trace, const std::vector<TimedEvent>&
         tl.peak_time_ns = event_time_ns(e);
         peak_index = i;
       }
-    }
+      ++i;
+    });
+    if (!walked) return std::nullopt;
   }
   disambiguate_labels(tl.all_sites);
   std::vector<size_t> order(tl.all_sites.size());
@@ -281,13 +290,14 @@ Timeline build_timeline(const LoadedTrace& trace, const std::vector<TimedEvent>&
     lo = Extreme{};
     hi = Extreme{};
   };
-  for (size_t i = 0; i < events.size(); ++i) {
-    const TimedEvent& e = events[i];
-    if (!state.apply(e)) continue;
+  size_t i = 0;
+  bool walked = walk([&](const TimedEvent& e) {
+    const size_t seq = i++;
+    if (!state.apply(e)) return;
     uint64_t t = event_time_ns(e);
     if (tl.samples.empty() && !lo.set && t > 0)  // nothing was alive before the first event
       tl.samples.push_back(TimelineSample{0, 0, 0, 0, std::vector<uint64_t>(tl.sites.size() + 1, 0)});
-    if (i == peak_index) {
+    if (seq == peak_index) {
       for (size_t s = 0; s < state.site_live.size(); ++s)
         if (state.site_live[s]) tl.at_peak.push_back(PeakSite{s, state.site_live[s]});
       std::stable_sort(tl.at_peak.begin(), tl.at_peak.end(),
@@ -303,13 +313,37 @@ Timeline build_timeline(const LoadedTrace& trace, const std::vector<TimedEvent>&
       auto x_key = std::pair{x->sample.live_bytes, x->sample.allocated_bytes};
       if (x->set && (x == &lo ? !(key < x_key) : !(key > x_key))) continue;
       x->set = true;
-      x->seq = i;
+      x->seq = seq;
       snapshot_into(x->sample, t);  // reuses the sample's storage
     }
-  }
+  });
+  if (!walked) return std::nullopt;
   flush();
   if (!tl.samples.empty() && tl.samples.back().time_ns < end_ns) tl.samples.push_back(snapshot(end_ns));
   return tl;
+}
+
+}  // namespace
+
+Timeline build_timeline(const LoadedTrace& trace, const std::vector<TimedEvent>& events,
+                        size_t max_samples, size_t top_sites) {
+  EventWalk walk = [&](const std::function<void(const TimedEvent&)>& visit) {
+    for (const TimedEvent& e : events) visit(e);
+    return true;
+  };
+  return *build_timeline_from(trace, walk, max_samples, top_sites);
+}
+
+Timeline build_timeline(const LoadedTrace& trace, const std::string& path, size_t max_samples,
+                        size_t top_sites) {
+  // Two walks, each a streamed read of the file (no event vector); a file too far out of time
+  // order for streaming is read once into memory instead.
+  EventWalk walk = [&](const std::function<void(const TimedEvent&)>& visit) {
+    return stream_trace_events(path, visit);
+  };
+  if (std::optional<Timeline> tl = build_timeline_from(trace, walk, max_samples, top_sites)) return std::move(*tl);
+  TraceEvents events = read_trace_events(path);
+  return build_timeline(trace, events.events, max_samples, top_sites);
 }
 
 json timeline_json(const Timeline& tl) {
@@ -351,8 +385,7 @@ void add_timelines(json& report, const std::vector<std::string>& paths) {
   json& processes = report["processes"];
   for (size_t i = 0; i < paths.size() && i < processes.size(); ++i) {
     LoadedTrace trace = load_trace(paths[i]);
-    TraceEvents events = read_trace_events(paths[i]);
-    processes[i]["timeline"] = timeline_json(build_timeline(trace, events.events));
+    processes[i]["timeline"] = timeline_json(build_timeline(trace, paths[i]));
   }
 }
 

@@ -368,3 +368,37 @@ TEST(Replay, WithoutTorchEventsSegmentsStayLeaks) {
   EXPECT_EQ(r.processes[0].leaks[0].kind, "leak");
   EXPECT_EQ(r.processes[0].summary.torch.events, 0u);
 }
+
+TEST(Replay, ALateFlushedThreadIsStillReplayedInTimeOrder) {
+  // Thread 2 frees 0x5000 at 2 us, but its batch reaches the file only after thread 1 allocated the
+  // same address again (3 us) and 2 s of other events. Replayed in file order the late free would
+  // take the new allocation with it; in time order the 2 MiB allocation is still live at the end.
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  auto alloc = [&](uint64_t time, uint64_t address, uint64_t size) {
+    gf::AllocRecord r;
+    r.time_ns = time; r.thread_id = 1; r.api = gf::Api::kCudaMalloc; r.kind = gf::MemoryKind::kDevice;
+    r.address = address; r.size = size; r.stack_id = 1;
+    t.add(r);
+  };
+  auto free = [&](uint64_t time, uint64_t thread, uint64_t address) {
+    gf::FreeRecord r;
+    r.time_ns = time; r.thread_id = thread; r.api = gf::Api::kCudaFree; r.kind = gf::MemoryKind::kDevice;
+    r.address = address;
+    t.add(r);
+  };
+  alloc(1000, 0x5000, 1 * MiB);
+  alloc(3000, 0x5000, 2 * MiB);
+  for (uint64_t i = 0; i < 10000; ++i) {
+    alloc(10'000 + i * 200'000, 0x100000, 4096);
+    free(10'000 + i * 200'000 + 100, 1, 0x100000);
+  }
+  free(2000, 2, 0x5000);
+  t.at(2'100'000'000).end();
+  auto j = an::report_json(analyze(t, dir));
+  EXPECT_EQ(j["summary"]["frees"], 10001);
+  EXPECT_EQ(j["summary"]["unmatched_frees"], 0);
+  ASSERT_EQ(j["leaks"].size(), 1u) << j["leaks"].dump();
+  EXPECT_EQ(j["leaks"][0]["bytes"], 2 * MiB);
+  EXPECT_EQ(j["summary"]["by_kind"]["device"]["peak_bytes"], 2 * MiB + 4096);
+}

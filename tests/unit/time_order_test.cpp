@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <vector>
 
+#include "gpumemshim/analyzer/stream_order.h"
 #include "gpumemshim/analyzer/time_order.h"
 
 namespace ga = gpumemshim::analyzer;
@@ -74,4 +76,61 @@ TEST(TimeOrder, SortedInputKeepsFileOrder) {
   std::vector<Ev> ev = {{1, 5}, {1, 4}, {2, 5}, {2, 4}, {3, 9}};
   EXPECT_EQ(merged(ev), (std::vector<size_t>{0, 1, 2, 3, 4}));
   EXPECT_TRUE(merged({}).empty());
+}
+
+// The streaming merge (stream_order.h) must give the same order while it accepts the input, and
+// must refuse (push returns false) rather than give a different one.
+namespace {
+
+// The streamed order, or nothing when the merge refused the input part-way.
+std::optional<std::vector<size_t>> streamed(const std::vector<Ev>& ev) {
+  ga::StreamingTimeOrder<size_t> order;
+  std::vector<size_t> out;
+  auto visit = [&](size_t i) { out.push_back(i); };
+  for (size_t i = 0; i < ev.size(); ++i)
+    if (!order.push(ev[i].thread, ev[i].time, i, visit)) return std::nullopt;
+  order.finish(visit);
+  return out;
+}
+
+}  // namespace
+
+TEST(StreamOrder, EqualsStableSortOnShimLikeFilesWithABoundedBuffer) {
+  std::mt19937_64 rng(7);
+  for (bool ties : {false, true})
+    for (size_t threads : {1, 2, 16, 100}) {
+      std::vector<Ev> ev = shim_like(rng, threads, 50000, ties);
+      std::optional<std::vector<size_t>> got = streamed(ev);
+      ASSERT_TRUE(got.has_value()) << threads << " threads, ties " << ties;
+      EXPECT_EQ(*got, stable_sorted(ev)) << threads << " threads, ties " << ties;
+    }
+}
+
+TEST(StreamOrder, KeepsOnlyAWindowOfEvents) {
+  std::mt19937_64 rng(3);
+  std::vector<Ev> ev = shim_like(rng, 16, 200000, false);
+  ga::StreamingTimeOrder<size_t> order;
+  size_t visited = 0;
+  auto visit = [&](size_t) { ++visited; };
+  for (size_t i = 0; i < ev.size(); ++i) ASSERT_TRUE(order.push(ev[i].thread, ev[i].time, i, visit));
+  EXPECT_LT(order.max_buffered(), ev.size() / 10);  // a few flushes' worth, not the file
+  order.finish(visit);
+  EXPECT_EQ(visited, ev.size());
+  EXPECT_EQ(order.buffered(), 0u);
+}
+
+TEST(StreamOrder, RefusesRatherThanMisordersALateBatch) {
+  // Thread 2's early events arrive after 2 s of thread 1's events (a flush that never came).
+  std::vector<Ev> ev;
+  for (uint64_t t = 0; t < 20000; ++t) ev.push_back(Ev{1000 + t * 100000, 1});
+  for (uint64_t t = 0; t < 10; ++t) ev.push_back(Ev{1500 + t, 2});
+  EXPECT_FALSE(streamed(ev).has_value());
+  EXPECT_EQ(merged(ev), stable_sorted(ev));  // what the loader falls back to
+  // Without order inside a thread either: refused or right, never wrong.
+  std::mt19937_64 rng(11);
+  std::vector<Ev> chaos;
+  for (size_t i = 0; i < 20000; ++i) chaos.push_back(Ev{rng() % 100000, rng() % 3});
+  if (std::optional<std::vector<size_t>> got = streamed(chaos)) {
+    EXPECT_EQ(*got, stable_sorted(chaos));
+  }
 }

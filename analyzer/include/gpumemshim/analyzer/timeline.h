@@ -52,6 +52,9 @@ inline constexpr size_t kMaxTimelineSteps = 10000;
 
 Timeline build_timeline(const LoadedTrace& trace, const std::vector<TimedEvent>& events,
                         size_t max_samples = kMaxTimelineSamples, size_t top_sites = kTimelineTopSites);
+// The same, reading the trace's events from its file as they are needed (no event vector).
+Timeline build_timeline(const LoadedTrace& trace, const std::string& path,
+                        size_t max_samples = kMaxTimelineSamples, size_t top_sites = kTimelineTopSites);
 
 // docs/report-json.md "Timeline".
 nlohmann::json timeline_json(const Timeline& timeline);
