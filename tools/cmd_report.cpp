@@ -25,14 +25,22 @@ int run_report(const ReportOptions& o) {
     }
     opts.suppressions = &sup;
   }
+  // JSON and HTML carry each process's memory over time (processes[i].timeline), made from the
+  // trace the analysis loaded rather than a second load.
+  std::vector<nlohmann::json> timelines(o.traces.size());
+  if (o.format != "text")
+    opts.with_trace = [&timelines](size_t i, const an::LoadedTrace& trace) {
+      timelines[i] = an::timeline_json(an::build_timeline(trace, trace.path));
+    };
   an::Report report = an::analyze(o.traces, opts);
   std::string text;
   if (o.format == "text") {
     text = an::report_text(report);
   } else {
-    // JSON and HTML carry each process's memory over time (processes[i].timeline).
     nlohmann::json j = an::report_json(report);
-    an::add_timelines(j, o.traces);
+    nlohmann::json& processes = j["processes"];
+    for (size_t i = 0; i < timelines.size() && i < processes.size(); ++i)
+      processes[i]["timeline"] = std::move(timelines[i]);
     text = o.format == "html" ? an::report_html(j) : j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
   write_output(o.output, text);

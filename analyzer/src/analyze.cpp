@@ -158,6 +158,7 @@ Report analyze(const std::vector<std::string>& paths, const AnalyzeOptions& opti
     if (options.suppressions) suppressions[i] = *options.suppressions;
     LoadedTrace trace = load_trace(paths[i]);
     report.processes[i] = analyze_trace(trace, options, options.suppressions ? &suppressions[i] : nullptr);
+    if (options.with_trace) options.with_trace(i, trace);
     progress.add_bytes(trace.stats.file_bytes);
     progress.trace_done();
   });

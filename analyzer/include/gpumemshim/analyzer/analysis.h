@@ -1,6 +1,7 @@
 // The top of the analyzer: several traces (one per process) → one report model.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -130,6 +131,9 @@ struct AnalyzeOptions {
   size_t max_frames = 32;
   size_t jobs = 0;        // traces analysed at once; 0: one per hardware thread
   bool progress = false;  // a progress line on stderr (when it is a terminal, after ~2 s)
+  // Called with each loaded trace (its index in paths) after its analysis, on the worker that
+  // loaded it, so more can be derived from it without loading it again (e.g. its timeline).
+  std::function<void(size_t, const LoadedTrace&)> with_trace;
 };
 
 // Throws TraceError for an unusable trace.
