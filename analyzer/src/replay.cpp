@@ -11,7 +11,7 @@ constexpr size_t kMaxOoms = 64;
 constexpr uint32_t kOutOfMemory = 2;  // cudaErrorMemoryAllocation == CUDA_ERROR_OUT_OF_MEMORY
 }  // namespace
 
-Replay::Replay() { live_.reserve(1024); }
+Replay::Replay() = default;
 
 uint8_t Replay::address_class(MemoryKind kind) {
   switch (kind) {
@@ -79,8 +79,8 @@ void Replay::alloc(const format::AllocRecord& r) {
   ++summary_.allocations;
   Key key{r.address, address_class(r.kind)};
   // A live address allocated again: we missed its free; the new allocation replaces the old one.
-  if (auto old = live_.find(key); old != live_.end()) remove(old);
-  LiveAlloc& a = live_[key];
+  if (const LiveAlloc* old = live_.find(key)) remove(key, *old);
+  LiveAlloc& a = *live_.try_emplace(key).first;
   a = LiveAlloc{r.address, r.size, r.stack_id, r.time_ns, r.device, r.api, r.kind, summary_.steps};
   a.site = site_of(RawSite{r.stack_id, r.api, r.kind, false}, r.device);
   if (!open_regions_.empty()) a.region = open_regions_.back();
@@ -103,8 +103,7 @@ void Replay::alloc(const format::AllocRecord& r) {
   }
 }
 
-void Replay::remove(std::unordered_map<Key, LiveAlloc, KeyHash>::iterator it) {
-  const LiveAlloc& a = it->second;
+void Replay::remove(const Key& key, const LiveAlloc& a) {
   KindCounters& k = summary_.by_kind[static_cast<uint8_t>(a.kind)];
   --k.live_count;
   k.live_bytes -= a.size;
@@ -114,7 +113,7 @@ void Replay::remove(std::unordered_map<Key, LiveAlloc, KeyHash>::iterator it) {
     if (a.step == summary_.steps) in_step_ -= std::min(in_step_, a.size);
     if (DeviceMemoryTrack* d = device_track(a.device)) d->live_device_bytes -= a.size;
   }
-  live_.erase(it);
+  live_.erase(key);  // last: a is the map's slot
 }
 
 void Replay::free(const format::FreeRecord& r) {
@@ -124,14 +123,15 @@ void Replay::free(const format::FreeRecord& r) {
     ++summary_.failed_frees;
     return;
   }
-  auto it = live_.find(Key{r.address, address_class(r.kind)});
-  if (it == live_.end()) {
+  const Key key{r.address, address_class(r.kind)};
+  const LiveAlloc* a = live_.find(key);
+  if (!a) {
     ++summary_.unmatched_frees;
     return;
   }
   ++summary_.frees;
-  ++summary_.by_kind[static_cast<uint8_t>(it->second.kind)].frees;
-  remove(it);
+  ++summary_.by_kind[static_cast<uint8_t>(a->kind)].frees;
+  remove(key, *a);
 }
 
 void Replay::failed(const format::AllocFailedRecord& r) {
@@ -369,7 +369,7 @@ TorchSnapshot Replay::snapshot(int32_t device, uint64_t time_ns) const {
 std::vector<LiveAlloc> Replay::live() const {
   std::vector<LiveAlloc> out;
   out.reserve(live_.size() + torch_live_.size());
-  for (const auto& [key, a] : live_) out.push_back(a);
+  live_.for_each([&out](const Key&, const LiveAlloc& a) { out.push_back(a); });
   for (const auto& [address, a] : torch_live_) out.push_back(a);
   std::sort(out.begin(), out.end(), [](const LiveAlloc& x, const LiveAlloc& y) {
     if (x.time_ns != y.time_ns) return x.time_ns < y.time_ns;

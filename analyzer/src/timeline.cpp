@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "gpumemshim/analyzer/flat_map.h"
 #include "gpumemshim/analyzer/stack_view.h"
 
 namespace gpumemshim::analyzer {
@@ -65,8 +66,8 @@ class MemoryState {
     }
   };
   struct Live {
-    uint64_t size;
-    uint32_t site;
+    uint64_t size = 0;
+    uint32_t site = 0;
   };
 
   uint32_t site_of(uint64_t stack_id, Api api) {
@@ -90,9 +91,9 @@ class MemoryState {
   bool alloc(const format::AllocRecord& r) {
     if (!is_device_memory_kind(r.kind)) return false;
     Key key{r.address, address_class(r.kind)};
-    if (auto old = live_.find(key); old != live_.end()) remove(old);  // its free was missed
+    if (const Live* old = live_.find(key)) remove(key, *old);  // its free was missed
     uint32_t site = site_of(r.stack_id, r.api);
-    live_[key] = Live{r.size, site};
+    *live_.try_emplace(key).first = Live{r.size, site};
     live += r.size;
     site_live[site] += r.size;
     if (top_of && (*top_of)[site] >= 0) top_live[static_cast<size_t>((*top_of)[site])] += r.size;
@@ -102,18 +103,18 @@ class MemoryState {
 
   bool free(const format::FreeRecord& r) {
     if (r.address == 0 || r.result != 0) return false;
-    auto it = live_.find(Key{r.address, address_class(r.kind)});
-    if (it == live_.end()) return false;
-    remove(it);
+    const Key key{r.address, address_class(r.kind)};
+    const Live* a = live_.find(key);
+    if (!a) return false;
+    remove(key, *a);
     return true;
   }
 
-  void remove(std::unordered_map<Key, Live, KeyHash>::iterator it) {
-    live -= it->second.size;
-    site_live[it->second.site] -= it->second.size;
-    if (top_of && (*top_of)[it->second.site] >= 0)
-      top_live[static_cast<size_t>((*top_of)[it->second.site])] -= it->second.size;
-    live_.erase(it);
+  void remove(const Key& key, const Live& a) {  // a: the live entry of key
+    live -= a.size;
+    site_live[a.site] -= a.size;
+    if (top_of && (*top_of)[a.site] >= 0) top_live[static_cast<size_t>((*top_of)[a.site])] -= a.size;
+    live_.erase(key);  // last: a is the map's slot
   }
 
   bool torch(const format::TorchEventRecord& r) {
@@ -147,7 +148,7 @@ class MemoryState {
   std::vector<TimelineSite>& sites_;
   std::unordered_map<uint64_t, uint32_t> raw_sites_;  // stack id * 64 + api -> site
   std::unordered_map<std::string, uint32_t> by_id_;
-  std::unordered_map<Key, Live, KeyHash> live_;
+  FlatMap<Key, Live, KeyHash> live_;
   std::unordered_map<uint64_t, uint64_t> blocks_;  // tensor blocks: address -> size
 };
 

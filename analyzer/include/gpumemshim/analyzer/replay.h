@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "gpumemshim/analyzer/flat_map.h"
 #include "gpumemshim/analyzer/growth.h"
 #include "gpumemshim/analyzer/model.h"
 #include "gpumemshim/analyzer/peak_sites.h"
@@ -159,7 +160,7 @@ class Replay {
       return static_cast<size_t>((k.address ^ (uint64_t{k.cls} << 59)) * 0x9E3779B97F4A7C15ull);
     }
   };
-  void remove(std::unordered_map<Key, LiveAlloc, KeyHash>::iterator it);
+  void remove(const Key& key, const LiveAlloc& a);  // a: the live entry of key
   struct RawSiteHash {
     size_t operator()(const RawSite& s) const noexcept {
       uint64_t tag = (uint64_t{static_cast<uint8_t>(s.api)} << 9) |
@@ -195,7 +196,7 @@ class Replay {
   std::vector<DeviceMemoryTrack> devices_;
   std::vector<OomEvent> ooms_;
 
-  std::unordered_map<Key, LiveAlloc, KeyHash> live_;
+  FlatMap<Key, LiveAlloc, KeyHash> live_;
   std::unordered_map<uint64_t, LiveAlloc> torch_live_;  // tensor blocks by address
   Summary summary_;
   std::vector<FailureEvent> failures_;

@@ -1,0 +1,50 @@
+// FlatMap (the replay's live set) must behave like std::unordered_map under any mix of inserts and
+// erases, including addresses that share their low bits and probe runs that wrap around.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <unordered_map>
+
+#include "gpumemshim/analyzer/flat_map.h"
+
+namespace {
+
+struct IdHash {
+  size_t operator()(uint64_t k) const noexcept { return static_cast<size_t>(k); }
+};
+
+}  // namespace
+
+TEST(FlatMap, MatchesUnorderedMapUnderRandomInsertsAndErases) {
+  std::mt19937_64 rng(5);
+  gpumemshim::analyzer::FlatMap<uint64_t, uint64_t, IdHash> m;
+  std::unordered_map<uint64_t, uint64_t> ref;
+  for (int i = 0; i < 200000; ++i) {
+    uint64_t key = 0x7f0000000000ull + ((rng() % 3000) << 21);  // 2 MiB-aligned, reused
+    switch (rng() % 3) {
+      case 0: {
+        auto [v, inserted] = m.try_emplace(key);
+        EXPECT_EQ(inserted, ref.count(key) == 0);
+        *v = i;
+        ref[key] = static_cast<uint64_t>(i);
+        break;
+      }
+      case 1: EXPECT_EQ(m.erase(key), ref.erase(key) == 1); break;
+      default: {
+        const uint64_t* v = m.find(key);
+        auto it = ref.find(key);
+        ASSERT_EQ(v != nullptr, it != ref.end());
+        if (v) {
+          EXPECT_EQ(*v, it->second);
+        }
+      }
+    }
+    ASSERT_EQ(m.size(), ref.size());
+  }
+  size_t seen = 0;
+  m.for_each([&](uint64_t k, uint64_t v) {
+    ++seen;
+    EXPECT_EQ(ref.at(k), v);
+  });
+  EXPECT_EQ(seen, ref.size());
+}
