@@ -37,15 +37,16 @@ DeviceMemoryTrack* Replay::device_track(int32_t device) {
 }
 
 uint32_t Replay::site_of(const RawSite& s, int32_t device) {
-  auto [it, inserted] = site_index_.try_emplace(s, static_cast<uint32_t>(sites_.size()));
+  auto [index, inserted] = site_index_.try_emplace(s);
   if (inserted) {
+    *index = static_cast<uint32_t>(sites_.size());
     sites_.push_back(s);
     site_live_.push_back(0);
     site_device_.push_back(device);
-  } else if (site_device_[it->second] != device) {
-    site_device_[it->second] = -1;
+  } else if (site_device_[*index] != device) {
+    site_device_[*index] = -1;
   }
-  return it->second;
+  return *index;
 }
 
 void Replay::site_add(uint32_t site, uint64_t bytes) {

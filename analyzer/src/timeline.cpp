@@ -72,7 +72,7 @@ class MemoryState {
 
   uint32_t site_of(uint64_t stack_id, Api api) {
     uint64_t raw_key = stack_id * 64 + static_cast<uint8_t>(api);
-    if (auto it = raw_sites_.find(raw_key); it != raw_sites_.end()) return it->second;
+    if (const uint32_t* known = raw_sites_.find(raw_key)) return *known;
     const std::vector<Frame>& frames = stacks_.frames(stack_id);
     std::string id = site_id(StackView::stable_key(frames), api);
     uint32_t index;
@@ -84,7 +84,7 @@ class MemoryState {
       site_live.push_back(0);
       by_id_.emplace(id, index);
     }
-    raw_sites_.emplace(raw_key, index);
+    *raw_sites_.try_emplace(raw_key).first = index;
     return index;
   }
 
@@ -146,7 +146,10 @@ class MemoryState {
   const LoadedTrace& trace_;
   StackView& stacks_;
   std::vector<TimelineSite>& sites_;
-  std::unordered_map<uint64_t, uint32_t> raw_sites_;  // stack id * 64 + api -> site
+  struct RawKeyHash {
+    size_t operator()(uint64_t k) const noexcept { return static_cast<size_t>(k); }
+  };
+  FlatMap<uint64_t, uint32_t, RawKeyHash> raw_sites_;  // stack id * 64 + api -> site
   std::unordered_map<std::string, uint32_t> by_id_;
   FlatMap<Key, Live, KeyHash> live_;
   std::unordered_map<uint64_t, uint64_t> blocks_;  // tensor blocks: address -> size

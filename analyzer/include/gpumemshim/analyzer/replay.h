@@ -180,7 +180,7 @@ class Replay {
   void torch_allocated(int32_t device, uint64_t add, uint64_t sub);
 
   std::vector<RawSite> sites_;
-  std::unordered_map<RawSite, uint32_t, RawSiteHash> site_index_;
+  FlatMap<RawSite, uint32_t, RawSiteHash> site_index_;
   std::vector<uint64_t> site_live_;
   std::vector<int32_t> site_device_;
   uint64_t in_step_ = 0, peak_in_step_ = 0;  // device bytes allocated in the current step, live
