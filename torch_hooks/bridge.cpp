@@ -12,6 +12,7 @@
 #include <string>
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/csrc/autograd/function.h>
 
 #include "translate.h"
 
@@ -19,8 +20,19 @@ namespace {
 
 using TorchEventFn = void (*)(int action, int device, uint64_t address, uint64_t size,
                               uint64_t stream);
+using TorchGradFnEventFn = void (*)(int action, int device, uint64_t address, uint64_t size,
+                                    uint64_t stream, const char* grad_fn);
 
 std::atomic<TorchEventFn> g_event{nullptr};
+std::atomic<TorchGradFnEventFn> g_event_grad_fn{nullptr};  // null: an older shim
+
+// The autograd Node this thread runs (autograd's device threads during backward), as its C++ type
+// name: a string in the binary, no allocation. Reading the thread-local current node copies a
+// shared_ptr (an atomic increment); nothing else of torch is called under the allocator lock.
+const char* current_grad_fn() noexcept {
+  std::shared_ptr<torch::autograd::Node> node = torch::autograd::get_current_node();
+  return node ? typeid(*node).name() : nullptr;
+}
 std::atomic<bool> g_attached{false};
 
 // The trace tracker reports an OOM under the allocator lock, then the allocator calls its OOM
@@ -44,6 +56,13 @@ void on_trace_entry(const TraceEntry& e) noexcept {
   th::TorchEventArgs a = th::translate(m);
   if (a.action == th::kSkip) return;
   if (m.action_index == static_cast<int>(TraceEntry::OOM)) t_oom_recorded = true;
+  if (m.action_index == static_cast<int>(TraceEntry::ALLOC)) {
+    TorchGradFnEventFn with_grad_fn = g_event_grad_fn.load(std::memory_order_relaxed);
+    if (const char* grad_fn = with_grad_fn ? current_grad_fn() : nullptr) {
+      with_grad_fn(a.action, a.device, a.address, a.size, a.stream, grad_fn);
+      return;
+    }
+  }
   fn(a.action, a.device, a.address, a.size, a.stream);
 }
 
@@ -86,6 +105,8 @@ extern "C" __attribute__((visibility("default"))) int gpumemshim_torch_attach(vo
     alloc::CUDAAllocator* a = alloc::get();
     if (!a || !a->initialized()) return 0;  // torch asserts attaching before initialisation
     if (a->name() != "native") return 0;    // cudaMallocAsync or a pluggable allocator
+    g_event_grad_fn.store(reinterpret_cast<TorchGradFnEventFn>(
+        dlsym(RTLD_DEFAULT, "gpumemshim_torch_event_grad_fn")));
     g_event.store(fn);
     a->attachAllocatorTraceTracker([](const TraceEntry& e) { on_trace_entry(e); });
     g_attached.store(true);  // a tracker can not be detached: never attach a second one

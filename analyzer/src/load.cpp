@@ -258,6 +258,12 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming) {
       case RecordType::kTorchEvent:
         push(decode_or_throw<fmtr::TorchEventRecord>(path, raw));
         break;
+      case RecordType::kStackLabel: {
+        auto r = decode_or_throw<fmtr::StackLabelRecord>(path, raw);
+        check_text(path, raw, {r.label});
+        t.stack_labels.try_emplace(r.stack_id, r.label);
+        break;
+      }
       case RecordType::kMemInfo:
         push(decode_or_throw<fmtr::MemInfoRecord>(path, raw));
         break;

@@ -1,5 +1,8 @@
 #include "gpumemshim/analyzer/stack_view.h"
 
+#include <cxxabi.h>
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "gpumemshim/analyzer/python_lines.h"
@@ -178,13 +181,28 @@ std::vector<std::vector<Frame>> StackView::native_groups(const std::vector<uint6
   return groups;
 }
 
+// The frame a StackLabel stands for: the grad_fn's class name from its C++ type name.
+static Frame label_frame(const std::string& label) {
+  Frame f;
+  // typeid names are mangled type names ("N5torch8autograd9generated11MmBackward0E").
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(label.c_str(), nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled ? demangled : label;
+  std::free(demangled);
+  size_t colon = name.rfind("::");
+  f.function = colon == std::string::npos ? name : name.substr(colon + 2);
+  f.module = "grad_fn";
+  return f;
+}
+
 // An autograd-thread event inside a backward pass: the grad_fn it ran (or else its innermost
 // frame outside PyTorch), then the backward() caller's stack.
 std::vector<Frame> StackView::attributed_frames(uint64_t own_id, uint64_t caller_id) {
   std::vector<Frame> own = frames(own_id);
   std::vector<Frame> out;
+  if (trace_.stack_labels.count(own_id)) out = own;  // the grad_fn the bridge named
   Frame grad_fn;
-  for (const Frame& f : raw_frames(own_id)) {
+  for (const Frame& f : out.empty() ? raw_frames(own_id) : std::vector<Frame>{}) {
     std::string_view name = grad_fn_name(f);
     if (name.empty()) continue;
     grad_fn.function = std::string(name);
@@ -222,6 +240,8 @@ const std::vector<Frame>& StackView::frames(uint64_t stack_id) {
     std::vector<Frame> composed = attributed_frames(a->second.first, a->second.second);
     return cache_[stack_id] = std::move(composed);
   }
+  if (auto l = trace_.stack_labels.find(stack_id); l != trace_.stack_labels.end())
+    return cache_[stack_id] = std::vector<Frame>{label_frame(l->second)};
   std::vector<Frame>& out = cache_[stack_id];
   auto it = trace_.stacks.find(stack_id);
   if (stack_id == 0 || it == trace_.stacks.end()) return out;

@@ -21,6 +21,7 @@ const char* type_name(uint8_t t) {
     case format::RecordType::kPyCode: return "python code";
     case format::RecordType::kPyStack: return "python stack";
     case format::RecordType::kTorchEvent: return "torch event (caching allocator)";
+    case format::RecordType::kStackLabel: return "stack label (grad_fn)";
   }
   return nullptr;
 }

@@ -166,6 +166,12 @@ bool decode(const RawRecord& raw, AllocFailedRecord& o) {
   return kind_ok && !r.failed();
 }
 
+bool decode(const RawRecord& raw, StackLabelRecord& o) {
+  auto r = reader(raw);
+  o.stack_id = r.varint(); o.label = r.bytes();
+  return !r.failed();
+}
+
 bool decode(const RawRecord& raw, TorchEventRecord& o) {
   auto r = reader(raw);
   o.time_ns = r.varint(); o.thread_id = r.varint();

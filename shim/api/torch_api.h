@@ -13,3 +13,9 @@
 // bytes). Other values are ignored. stream: the cudaStream_t as an integer.
 GPUMEMSHIM_API void gpumemshim_torch_event(int action, int device, uint64_t address, uint64_t size,
                                            uint64_t stream);
+
+// The same, for a block allocated while autograd runs a Node on this thread: grad_fn is the Node's
+// C++ type name (typeid(*node).name(), a string that lives as long as the program). Under no
+// Python, the block's stack is then that name instead of a walk of the native stack.
+GPUMEMSHIM_API void gpumemshim_torch_event_grad_fn(int action, int device, uint64_t address,
+                                                   uint64_t size, uint64_t stream, const char* grad_fn);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <new>
 
 #include "../boot/python_path.h"
@@ -253,14 +254,27 @@ inline uint64_t current_stack(ThreadState* s) {
   return id;
 }
 
+// A stack named by a label (a grad_fn's type name, whose address is unique per type): one
+// StackLabel record per label and thread, no unwinding.
+inline uint64_t labeled_stack(ThreadState* s, const char* label) {
+  uint64_t id = StackInterner::hash(s->frames, 0) ^
+                (reinterpret_cast<uintptr_t>(label) * 0x9E3779B97F4A7C15ull) ^ 0x5ab1e15ab1e1ull;
+  if (!s->stacks.seen_or_insert(id)) {
+    emit(s, fmtrec::StackRecord{id, 0, s->frames});
+    emit(s, fmtrec::StackLabelRecord{id, std::string_view(label, strnlen(label, 256))});
+  }
+  return id;
+}
+
 // For PyTorch's tensor events: the Python stack alone when this thread runs Python (the native
 // frames between the script and the caching allocator are PyTorch's dispatcher and allocator,
 // which the analyzer drops anyway, and walking them is most of a tensor event's cost); else the
 // native stack (autograd's device threads run no Python: their frames name the grad_fn).
-inline uint64_t python_or_native_stack(ThreadState* s) {
+inline uint64_t python_or_native_stack(ThreadState* s, const char* grad_fn) {
   uint32_t py = g_config.python_stacks
                     ? capture_python_stack(s->py_frames, s->py_code_objects, kMaxPythonFrames)
                     : 0;
+  if (py == 0 && grad_fn) return labeled_stack(s, grad_fn);
   if (py == 0) return current_stack(s);
   uint64_t id = hash_python_frames(StackInterner::hash(s->frames, 0), s->py_frames, py);
   if (!s->stacks.seen_or_insert(id)) {
@@ -316,13 +330,13 @@ void record_alloc_failed(Api api, MemoryKind kind, int device, uint64_t stream, 
 }
 
 void record_torch_event(fmtrec::TorchAction action, int device, uint64_t stream, uint64_t address,
-                        uint64_t size) {
+                        uint64_t size, const char* grad_fn) {
   ThreadState* s = recording_thread();
   if (!s) return;
   // Only a block's allocation (and an OOM) needs a stack: frees are matched by address, and a
   // segment's allocation is also a cudaMalloc/cuMemCreate event with its own stack.
   bool wants_stack = action == fmtrec::TorchAction::kAlloc || action == fmtrec::TorchAction::kOom;
-  uint64_t stack = wants_stack ? python_or_native_stack(s) : 0;
+  uint64_t stack = wants_stack ? python_or_native_stack(s, grad_fn) : 0;
   emit(s, fmtrec::TorchEventRecord{now(), s->thread_id, device, stream, action, address, size,
                                    stack});
 }

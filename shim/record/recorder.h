@@ -23,8 +23,10 @@ void record_alloc_failed(Api api, MemoryKind kind, int device, uint64_t stream, 
 void record_mem_info(int device, uint64_t free_bytes, uint64_t total_bytes);
 // An event of PyTorch's caching allocator (through gpumemshim_torch_event). Runs under the
 // allocator's lock: like every record_* call, takes no lock and allocates nothing.
+// grad_fn: the autograd Node's type name when the bridge knows it (autograd's device thread), else
+// null: such an allocation's stack is that label instead of a walk of ~30 native frames.
 void record_torch_event(format::TorchAction action, int device, uint64_t stream, uint64_t address,
-                        uint64_t size);
+                        uint64_t size, const char* grad_fn = nullptr);
 // While paused no event is recorded (the program runs on untouched); see gpumemshim_pause.
 void set_paused(bool paused);
 void record_marker(format::MarkerKind kind, const char* name);

@@ -89,6 +89,10 @@ for mode in () if only_overhead else ("leak_loss", "keep_outputs", "clean"):
         check("train_clean: no leak", rep["summary"]["leaked_bytes"] == 0, json.dumps(torch_leaks)[:1500])
         check("train_clean: the allocator's segments reported as cached",
               any(l["kind"] == "cached" for l in rep["leaks"]))
+        named = [l["stack"][0]["function"] for l in rep["leaks"]
+                 if l["stack"] and l["stack"][0].get("module") == "grad_fn"]
+        check("train_clean: backward blocks named by their grad_fn", any(n.endswith("Backward0") for n in named),
+              str(named))
         continue
     site = "loss_accumulation" if mode == "leak_loss" else "forward"
     line = site_line(train, site)
@@ -121,7 +125,7 @@ for name, conf in () if only_overhead else (("bridge_expandable", "expandable_se
 # Issue 6 on one GPU: two DDP ranks (gloo) under gpumemshim record, rank 1 heavier.
 ddp = here / "ddp_ranks.py"
 if only_overhead:
-    rc = subprocess.run([sys.executable, here / "run_overhead.py", str(shim), str(work / "overhead.json"), "4", "60"]).returncode
+    rc = subprocess.run([sys.executable, here / "run_overhead.py", str(shim), str(work / "overhead.json"), os.environ.get("GMS_OVERHEAD_ROUNDS", "4"), "60"]).returncode
     check("overhead: measured", rc == 0 and (work / "overhead.json").exists())
     print(f"== {len(failed)} failed: {failed}")
     sys.exit(1 if failed else 0)
@@ -142,7 +146,7 @@ if rep:
 if skip_overhead:
     print(f"== {len(failed)} failed: {failed}")
     sys.exit(1 if failed else 0)
-rc = subprocess.run([sys.executable, here / "run_overhead.py", str(shim), str(work / "overhead.json"), "5", "60"]).returncode
+rc = subprocess.run([sys.executable, here / "run_overhead.py", str(shim), str(work / "overhead.json"), os.environ.get("GMS_OVERHEAD_ROUNDS", "5"), "60"]).returncode
 check("overhead: measured", rc == 0 and (work / "overhead.json").exists())
 print(f"== {len(failed)} failed: {failed}")
 sys.exit(1 if failed else 0)

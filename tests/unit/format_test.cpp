@@ -127,6 +127,11 @@ TEST(FormatRoundTrip, MemInfoMarkerDeviceAttributeEnd) {
   EXPECT_EQ(ko.time_ns, 8u); EXPECT_EQ(ko.kind, gf::MarkerKind::kStep); EXPECT_EQ(ko.name, "s1");
   EXPECT_EQ(ko.stack_id, 0u);
 
+  TraceBuilder tl;
+  tl.add(gf::StackLabelRecord{0xabcdefull, "N5torch8autograd9generated11MmBackward0E"});
+  auto l = read_back<gf::StackLabelRecord>(tl, gf::RecordType::kStackLabel);
+  EXPECT_EQ(l.stack_id, 0xabcdefull); EXPECT_EQ(l.label, "N5torch8autograd9generated11MmBackward0E");
+
   TraceBuilder t3;
   t3.add(gf::DeviceRecord{1, 141ull << 30, "NVIDIA H200"});
   auto d = read_back<gf::DeviceRecord>(t3, gf::RecordType::kDevice);

@@ -17,18 +17,31 @@ extern "C" __attribute__((visibility("default"))) const char* gpumemshim_torch_v
   return v ? v : "0.0.0+fake";
 }
 
+static bool g_attached = false;  // like the real bridge: events only once attached
+
 extern "C" __attribute__((visibility("default"))) int gpumemshim_torch_attach(void) {
   auto fn = reinterpret_cast<TorchEventFn>(dlsym(RTLD_DEFAULT, "gpumemshim_torch_event"));
   if (!fn || std::getenv("FAKE_BRIDGE_DECLINE")) return 0;
+  g_attached = true;
   fn(4, 0, 0x7f0000000000ull, 2u << 20, 0);  // segment_alloc
   fn(1, 0, 0x7f0000000000ull, 512, 0);       // alloc
   return 1;
 }
 
+using GradFnEventFn = void (*)(int, int, uint64_t, uint64_t, uint64_t, const char*);
+
 __attribute__((noinline)) static void autograd_thread_alloc(size_t bytes) {
   auto cuda_malloc = reinterpret_cast<CudaMallocFn>(dlsym(RTLD_DEFAULT, "cudaMalloc"));
   void* p = nullptr;
   if (cuda_malloc) cuda_malloc(&p, bytes);  // kept: a leak made on the "autograd thread"
+  // And a tensor block as the real bridge reports one while a Node runs: with its type name.
+  static uint64_t next_block = 0x7f0000400000ull;
+  auto with_grad_fn =
+      reinterpret_cast<GradFnEventFn>(dlsym(RTLD_DEFAULT, "gpumemshim_torch_event_grad_fn"));
+  if (with_grad_fn && g_attached) {
+    with_grad_fn(1, 0, next_block, 8192, 0, "N5torch8autograd9generated11MmBackward0E");
+    next_block += 8192;
+  }
 }
 
 extern "C" __attribute__((visibility("default"))) void fake_backward_alloc(size_t bytes) {

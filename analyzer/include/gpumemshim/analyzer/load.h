@@ -28,6 +28,8 @@ struct LoadedTrace {
   // Python frames of a stack id (PyStack records), innermost first; code ids key py_codes.
   std::unordered_map<uint64_t, std::vector<format::PyFrameRef>> py_stacks;
   std::unordered_map<uint64_t, PyCodeInfo> py_codes;
+  // Stacks described by a label instead of frames (StackLabel records: a grad_fn's type name).
+  std::unordered_map<uint64_t, std::string> stack_labels;
   // Stack ids the analyzer made for autograd-thread events inside a backward pass (see
   // backward_attribution.h): own stack + the backward() caller's stack.
   AttributedStacks attributed_stacks;

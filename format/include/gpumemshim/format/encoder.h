@@ -128,6 +128,12 @@ inline size_t encode(uint8_t* out, size_t cap, const AllocFailedRecord& r) {
   });
 }
 
+inline size_t encode(uint8_t* out, size_t cap, const StackLabelRecord& r) {
+  return detail::frame(out, cap, RecordType::kStackLabel, [&](ByteWriter& w) {
+    w.varint(r.stack_id); w.bytes(r.label);
+  });
+}
+
 inline size_t encode(uint8_t* out, size_t cap, const TorchEventRecord& r) {
   return detail::event_frame(out, cap, RecordType::kTorchEvent, [&](uint8_t* p) {
     p = detail::put_varint(p, r.time_ns);

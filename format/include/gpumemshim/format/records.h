@@ -26,6 +26,7 @@ enum class RecordType : uint8_t {
   kPyCode = 12,
   kPyStack = 13,
   kTorchEvent = 14,
+  kStackLabel = 15,
 };
 
 // Which API call made the event. Values are part of the format: append only.
@@ -223,6 +224,13 @@ struct TorchEventRecord {
   uint64_t address = 0;  // kOom: the device's free bytes
   uint64_t size = 0;
   uint64_t stack_id = 0;  // 0: no stack
+};
+
+// A stack described by a label instead of frames: an event on autograd's device thread whose
+// grad_fn the torch bridge named (label: the Node's C++ type name as typeid gives it).
+struct StackLabelRecord {
+  uint64_t stack_id = 0;
+  std::string_view label;
 };
 
 std::string_view api_name(Api api);
