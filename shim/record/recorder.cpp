@@ -197,7 +197,9 @@ ThreadState* attach_thread() {
 }
 
 inline ThreadState* recording_thread() {
-  if (g_status.load(std::memory_order_relaxed) != kRecording || g_paused.load(std::memory_order_relaxed))
+  // Acquire pairs with ensure_recording's release: a thread that sees kRecording also sees the
+  // start time and the open file (a plain load on x86).
+  if (g_status.load(std::memory_order_acquire) != kRecording || g_paused.load(std::memory_order_relaxed))
       [[unlikely]] {
     if (g_paused.load(std::memory_order_relaxed) || !ensure_recording()) return nullptr;
   }
