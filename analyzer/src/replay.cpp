@@ -13,20 +13,6 @@ constexpr uint32_t kOutOfMemory = 2;  // cudaErrorMemoryAllocation == CUDA_ERROR
 
 Replay::Replay() = default;
 
-uint8_t Replay::address_class(MemoryKind kind) {
-  switch (kind) {
-    case MemoryKind::kDevice:
-    case MemoryKind::kManaged:
-    case MemoryKind::kPool:
-      return 0;
-    case MemoryKind::kPinnedHost: return 1;
-    case MemoryKind::kPhysical: return 2;
-    case MemoryKind::kMapping: return 3;
-    case MemoryKind::kReservation: return 4;
-  }
-  return 5;
-}
-
 DeviceMemoryTrack* Replay::device_track(int32_t device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
   if (static_cast<size_t>(device) >= devices_.size()) devices_.resize(static_cast<size_t>(device) + 1);
@@ -78,7 +64,7 @@ SiteSampler Replay::time_samples_closed() const {
 void Replay::alloc(const format::AllocRecord& r) {
   at(r.time_ns);
   ++summary_.allocations;
-  Key key{r.address, address_class(r.kind)};
+  AddressKey key{r.address, address_class(r.kind)};
   // A live address allocated again: we missed its free; the new allocation replaces the old one.
   if (const LiveAlloc* old = live_.find(key)) remove(key, *old);
   LiveAlloc& a = *live_.try_emplace(key).first;
@@ -104,7 +90,7 @@ void Replay::alloc(const format::AllocRecord& r) {
   }
 }
 
-void Replay::remove(const Key& key, const LiveAlloc& a) {
+void Replay::remove(const AddressKey& key, const LiveAlloc& a) {
   KindCounters& k = summary_.by_kind[static_cast<uint8_t>(a.kind)];
   --k.live_count;
   k.live_bytes -= a.size;
@@ -124,7 +110,7 @@ void Replay::free(const format::FreeRecord& r) {
     ++summary_.failed_frees;
     return;
   }
-  const Key key{r.address, address_class(r.kind)};
+  const AddressKey key{r.address, address_class(r.kind)};
   const LiveAlloc* a = live_.find(key);
   if (!a) {
     ++summary_.unmatched_frees;
@@ -370,7 +356,7 @@ TorchSnapshot Replay::snapshot(int32_t device, uint64_t time_ns) const {
 std::vector<LiveAlloc> Replay::live() const {
   std::vector<LiveAlloc> out;
   out.reserve(live_.size() + torch_live_.size());
-  live_.for_each([&out](const Key&, const LiveAlloc& a) { out.push_back(a); });
+  live_.for_each([&out](const AddressKey&, const LiveAlloc& a) { out.push_back(a); });
   for (const auto& [address, a] : torch_live_) out.push_back(a);
   std::sort(out.begin(), out.end(), [](const LiveAlloc& x, const LiveAlloc& y) {
     if (x.time_ns != y.time_ns) return x.time_ns < y.time_ns;

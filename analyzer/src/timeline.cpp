@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "gpumemshim/analyzer/address_key.h"
 #include "gpumemshim/analyzer/flat_map.h"
 #include "gpumemshim/analyzer/stack_view.h"
 
@@ -55,16 +56,6 @@ class MemoryState {
   std::vector<uint64_t> top_live;
 
  private:
-  struct Key {
-    uint64_t address;
-    uint8_t cls;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const noexcept {
-      return static_cast<size_t>((k.address ^ (uint64_t{k.cls} << 59)) * 0x9E3779B97F4A7C15ull);
-    }
-  };
   struct Live {
     uint64_t size = 0;
     uint32_t site = 0;
@@ -90,7 +81,7 @@ class MemoryState {
 
   bool alloc(const format::AllocRecord& r) {
     if (!is_device_memory_kind(r.kind)) return false;
-    Key key{r.address, address_class(r.kind)};
+    AddressKey key{r.address, address_class(r.kind)};
     if (const Live* old = live_.find(key)) remove(key, *old);  // its free was missed
     uint32_t site = site_of(r.stack_id, r.api);
     *live_.try_emplace(key).first = Live{r.size, site};
@@ -103,14 +94,14 @@ class MemoryState {
 
   bool free(const format::FreeRecord& r) {
     if (r.address == 0 || r.result != 0) return false;
-    const Key key{r.address, address_class(r.kind)};
+    const AddressKey key{r.address, address_class(r.kind)};
     const Live* a = live_.find(key);
     if (!a) return false;
     remove(key, *a);
     return true;
   }
 
-  void remove(const Key& key, const Live& a) {  // a: the live entry of key
+  void remove(const AddressKey& key, const Live& a) {  // a: the live entry of key
     live -= a.size;
     site_live[a.site] -= a.size;
     if (top_of && (*top_of)[a.site] >= 0) top_live[static_cast<size_t>((*top_of)[a.site])] -= a.size;
@@ -151,7 +142,7 @@ class MemoryState {
   };
   FlatMap<uint64_t, uint32_t, RawKeyHash> raw_sites_;  // stack id * 64 + api -> site
   std::unordered_map<std::string, uint32_t> by_id_;
-  FlatMap<Key, Live, KeyHash> live_;
+  FlatMap<AddressKey, Live, AddressKeyHash> live_;
   std::unordered_map<uint64_t, uint64_t> blocks_;  // tensor blocks: address -> size
 };
 

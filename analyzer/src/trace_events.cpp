@@ -20,19 +20,6 @@ uint64_t event_time_ns(const TimedEvent& e) {
   return std::visit([](const auto& r) { return r.time_ns; }, e);
 }
 
-uint8_t address_class(fmtr::MemoryKind kind) {
-  switch (kind) {
-    case fmtr::MemoryKind::kDevice:
-    case fmtr::MemoryKind::kManaged:
-    case fmtr::MemoryKind::kPool: return 0;
-    case fmtr::MemoryKind::kPinnedHost: return 1;
-    case fmtr::MemoryKind::kPhysical: return 2;
-    case fmtr::MemoryKind::kMapping: return 3;
-    case fmtr::MemoryKind::kReservation: return 4;
-  }
-  return 5;
-}
-
 namespace {
 
 template <typename Rec>

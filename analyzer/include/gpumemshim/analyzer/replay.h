@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "gpumemshim/analyzer/address_key.h"
 #include "gpumemshim/analyzer/flat_map.h"
 #include "gpumemshim/analyzer/growth.h"
 #include "gpumemshim/analyzer/model.h"
@@ -147,20 +148,7 @@ class Replay {
   const std::vector<OomEvent>& ooms() const { return ooms_; }
 
  private:
-  // Which table an event's address belongs to: device addresses (device, managed, pool share
-  // one: cudaFree frees any of them), pinned host, VMM physical handles, mappings, reservations.
-  static uint8_t address_class(MemoryKind kind);
-  struct Key {
-    uint64_t address;
-    uint8_t cls;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const noexcept {
-      return static_cast<size_t>((k.address ^ (uint64_t{k.cls} << 59)) * 0x9E3779B97F4A7C15ull);
-    }
-  };
-  void remove(const Key& key, const LiveAlloc& a);  // a: the live entry of key
+  void remove(const AddressKey& key, const LiveAlloc& a);  // a: the live entry of key
   struct RawSiteHash {
     size_t operator()(const RawSite& s) const noexcept {
       uint64_t tag = (uint64_t{static_cast<uint8_t>(s.api)} << 9) |
@@ -196,7 +184,7 @@ class Replay {
   std::vector<DeviceMemoryTrack> devices_;
   std::vector<OomEvent> ooms_;
 
-  FlatMap<Key, LiveAlloc, KeyHash> live_;
+  FlatMap<AddressKey, LiveAlloc, AddressKeyHash> live_;
   std::unordered_map<uint64_t, LiveAlloc> torch_live_;  // tensor blocks by address
   Summary summary_;
   std::vector<FailureEvent> failures_;

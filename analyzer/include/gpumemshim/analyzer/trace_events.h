@@ -31,8 +31,4 @@ TraceEvents read_trace_events(const std::string& path);
 // too far out of time order for that: the caller starts over with read_trace_events.
 bool stream_trace_events(const std::string& path, const std::function<void(const TimedEvent&)>& visit);
 
-// Replay's address tables: device, managed and pool addresses share one (cudaFree frees any);
-// pinned host, VMM handles, mappings and reservations each have their own.
-uint8_t address_class(format::MemoryKind kind);
-
 }  // namespace gpumemshim::analyzer
