@@ -238,13 +238,16 @@ void emit_python_codes(ThreadState* s, uint32_t n) {
   }
 }
 
-// Captures this thread's native stack (and its Python frames, if it runs Python) and writes their
-// definitions the first time this thread sees them. The id covers both.
-inline uint64_t current_stack(ThreadState* s) {
-  uint32_t n = g_config.native_stacks ? capture_native_stack(s->frames, g_config.depth) : 0;
-  uint32_t py = g_config.python_stacks
-                    ? capture_python_stack(s->py_frames, s->py_code_objects, kMaxPythonFrames)
-                    : 0;
+// This thread's Python frames into s->py_frames (0 when it runs no Python or they are off).
+inline uint32_t capture_python(ThreadState* s) {
+  return g_config.python_stacks
+             ? capture_python_stack(s->py_frames, s->py_code_objects, kMaxPythonFrames)
+             : 0;
+}
+
+// The id of the stack just captured (n native frames in s->frames, py Python frames in
+// s->py_frames; 0 when both are empty), its definition written the first time this thread sees it.
+inline uint64_t intern_stack(ThreadState* s, uint32_t n, uint32_t py) {
   if (n == 0 && py == 0) return 0;
   uint64_t id = StackInterner::hash(s->frames, n);
   if (py) id = hash_python_frames(id, s->py_frames, py);
@@ -254,6 +257,16 @@ inline uint64_t current_stack(ThreadState* s) {
     if (py) emit(s, fmtrec::PyStackRecord{id, py, s->py_frames});
   }
   return id;
+}
+
+inline uint32_t capture_native(ThreadState* s) {
+  return g_config.native_stacks ? capture_native_stack(s->frames, g_config.depth) : 0;
+}
+
+// Captures this thread's native stack (and its Python frames, if it runs Python). The id covers both.
+inline uint64_t current_stack(ThreadState* s) {
+  uint32_t n = capture_native(s);
+  return intern_stack(s, n, capture_python(s));
 }
 
 // A stack named by a label (a grad_fn's type name, whose address is unique per type): one
@@ -271,20 +284,11 @@ inline uint64_t labeled_stack(ThreadState* s, const char* label) {
 // For PyTorch's tensor events: the Python stack alone when this thread runs Python (the native
 // frames between the script and the caching allocator are PyTorch's dispatcher and allocator,
 // which the analyzer drops anyway, and walking them is most of a tensor event's cost); else the
-// native stack (autograd's device threads run no Python: their frames name the grad_fn).
+// grad_fn the bridge named (autograd's device threads run no Python); else the native stack.
 inline uint64_t python_or_native_stack(ThreadState* s, const char* grad_fn) {
-  uint32_t py = g_config.python_stacks
-                    ? capture_python_stack(s->py_frames, s->py_code_objects, kMaxPythonFrames)
-                    : 0;
-  if (py == 0 && grad_fn) return labeled_stack(s, grad_fn);
-  if (py == 0) return current_stack(s);
-  uint64_t id = hash_python_frames(StackInterner::hash(s->frames, 0), s->py_frames, py);
-  if (!s->stacks.seen_or_insert(id)) {
-    emit_python_codes(s, py);
-    emit(s, fmtrec::StackRecord{id, 0, s->frames});
-    emit(s, fmtrec::PyStackRecord{id, py, s->py_frames});
-  }
-  return id;
+  if (uint32_t py = capture_python(s)) return intern_stack(s, 0, py);
+  if (grad_fn) return labeled_stack(s, grad_fn);
+  return intern_stack(s, capture_native(s), 0);
 }
 
 inline uint64_t now() { return monotonic_ns() - g_start_mono_ns; }
