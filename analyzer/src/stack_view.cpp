@@ -181,37 +181,42 @@ std::vector<std::vector<Frame>> StackView::native_groups(const std::vector<uint6
   return groups;
 }
 
+// The frame that names a grad_fn ("MmBackward0"), as the analyzer shows it.
+static Frame grad_fn_frame(std::string name) {
+  Frame f;
+  f.function = std::move(name);
+  f.module = "grad_fn";
+  return f;
+}
+
 // The frame a StackLabel stands for: the grad_fn's class name from its C++ type name.
 static Frame label_frame(const std::string& label) {
-  Frame f;
   // typeid names are mangled type names ("N5torch8autograd9generated11MmBackward0E").
   int status = 0;
   char* demangled = abi::__cxa_demangle(label.c_str(), nullptr, nullptr, &status);
   std::string name = status == 0 && demangled ? demangled : label;
   std::free(demangled);
   size_t colon = name.rfind("::");
-  f.function = colon == std::string::npos ? name : name.substr(colon + 2);
-  f.module = "grad_fn";
-  return f;
+  return grad_fn_frame(colon == std::string::npos ? name : name.substr(colon + 2));
 }
 
-// An autograd-thread event inside a backward pass: the grad_fn it ran (or else its innermost
-// frame outside PyTorch), then the backward() caller's stack.
+// An autograd-thread event inside a backward pass: the grad_fn it ran (named by the bridge, or
+// found among its native frames), else its innermost frame outside PyTorch; then the backward()
+// caller's stack.
 std::vector<Frame> StackView::attributed_frames(uint64_t own_id, uint64_t caller_id) {
-  std::vector<Frame> own = frames(own_id);
   std::vector<Frame> out;
-  if (trace_.stack_labels.count(own_id)) out = own;  // the grad_fn the bridge named
-  Frame grad_fn;
-  for (const Frame& f : out.empty() ? raw_frames(own_id) : std::vector<Frame>{}) {
-    std::string_view name = grad_fn_name(f);
-    if (name.empty()) continue;
-    grad_fn.function = std::string(name);
-    grad_fn.module = "grad_fn";
-    out.push_back(std::move(grad_fn));
-    break;
+  if (trace_.stack_labels.count(own_id)) {
+    out = frames(own_id);
+  } else {
+    for (const Frame& f : raw_frames(own_id)) {
+      if (std::string_view name = grad_fn_name(f); !name.empty()) {
+        out.push_back(grad_fn_frame(std::string(name)));
+        break;
+      }
+    }
   }
   if (out.empty()) {
-    for (const Frame& f : own) {
+    for (const Frame& f : frames(own_id)) {
       if (is_framework_frame(f)) continue;
       out.push_back(f);
       break;

@@ -23,8 +23,7 @@ using AttributedStacks = std::unordered_map<uint64_t, std::pair<uint64_t, uint64
 class BackwardAttribution {
  public:
   // `has_python(stack_id)`: whether a stack has Python frames (PyStack records).
-  template <typename HasPython>
-  explicit BackwardAttribution(HasPython has_python, AttributedStacks& out)
+  BackwardAttribution(std::function<bool(uint64_t)> has_python, AttributedStacks& out)
       : has_python_(std::move(has_python)), out_(out) {}
 
   void marker(const format::MarkerRecord& r);
