@@ -30,9 +30,24 @@ constexpr double kInStepDominates = 0.5;
 // Cached memory at the end worth giving back: at least half of what is reserved, and 64 MiB.
 constexpr uint64_t kLargeCache = 64ull << 20;
 
-std::string where(const std::vector<Frame>& stack) {
+// The innermost frame with a source line, or null.
+const Frame* first_with_line(const std::vector<Frame>& stack) {
   for (const Frame& f : stack)
-    if (!f.file.empty() && f.line) return fmt::format("{}:{}", f.file, f.line);
+    if (!f.file.empty() && f.line) return &f;
+  return nullptr;
+}
+
+// The device's capacity as the process's trace knows it (Device records, else cudaMemGetInfo
+// samples); 0 when unknown.
+uint64_t device_total(const ProcessReport& p) {
+  uint64_t total = 0;
+  for (const DeviceInfo& d : p.devices) total = std::max(total, d.total_bytes);
+  for (const DeviceFragmentation& d : p.fragmentation) total = std::max(total, d.device_total);
+  return total;
+}
+
+std::string where(const std::vector<Frame>& stack) {
+  if (const Frame* f = first_with_line(stack)) return fmt::format("{}:{}", f->file, f->line);
   for (const Frame& f : stack)
     if (!f.function.empty()) return f.function;
   return "an unknown site";
@@ -100,9 +115,7 @@ std::vector<Advice> advise(const ProcessReport& p) {
             ? fmt::format("; the device would be full at step {}", g.projected_oom_step)
             : fmt::format("; the device would be full after {:.0f} s", static_cast<double>(g.projected_oom_step) * g.bucket_s));
     const Frame* py = first_python(g.stack);
-    const Frame* at = py;
-    for (size_t i = 0; !at && i < g.stack.size(); ++i)
-      if (!g.stack[i].file.empty() && g.stack[i].line) at = &g.stack[i];
+    const Frame* at = py ? py : first_with_line(g.stack);
     const std::string text = at ? source_line(at->file, at->line) : std::string();
     if (!text.empty()) evidence += fmt::format("; the line reads `{}`", text);
     if (py && !text.empty() && accumulates_loss(text))
@@ -206,9 +219,7 @@ std::vector<Advice> advise(const ProcessReport& p) {
   }
 
   // Peak close to the device's capacity (or an OOM that no defragmenting would have avoided).
-  uint64_t total = 0;
-  for (const DeviceInfo& d : p.devices) total = std::max(total, d.total_bytes);
-  for (const DeviceFragmentation& d : p.fragmentation) total = std::max(total, d.device_total);
+  const uint64_t total = device_total(p);
   bool hard_oom = false;
   for (const DeviceFragmentation& d : p.fragmentation)
     for (const OomFinding& o : d.ooms) hard_oom |= !o.suppressed && !o.enough_total_free;
@@ -257,14 +268,10 @@ void advise_shared_devices(Report& report) {
   };
   std::map<std::pair<std::string, int32_t>, Shared> by_device;
   for (ProcessReport& p : report.processes) {
-    uint64_t total = 0;
-    int32_t device = 0;
-    for (const DeviceInfo& d : p.devices) total = std::max(total, d.total_bytes);
+    const uint64_t total = device_total(p);
+    int32_t device = 0;  // the device whose capacity the trace knows (its cudaMemGetInfo samples)
     for (const DeviceFragmentation& d : p.fragmentation)
-      if (d.device_total) {
-        total = std::max(total, d.device_total);
-        device = d.device;
-      }
+      if (d.device_total) device = d.device;
     Shared& s = by_device[{p.info.host, device}];
     s.processes.push_back(&p);
     s.total = std::max(s.total, total);
