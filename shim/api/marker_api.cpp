@@ -31,6 +31,12 @@ const char* cut(const char* name, char* buf) {
   return buf;
 }
 
+// A marker whose name is cut to kMaxName bytes.
+void record_named(format::MarkerKind kind, const char* name) {
+  char buf[kMaxName + 1];
+  record_marker(kind, cut(name, buf));
+}
+
 std::atomic<int> g_step_source{0};  // the best StepSource that has marked a step
 
 }  // namespace
@@ -41,8 +47,7 @@ void record_step(StepSource source, const char* name) {
   while (cur < want && !g_step_source.compare_exchange_weak(cur, want, std::memory_order_relaxed)) {
   }
   if (want < g_step_source.load(std::memory_order_relaxed)) return;
-  char buf[kMaxName + 1];
-  record_marker(format::MarkerKind::kStep, cut(name, buf));
+  record_named(format::MarkerKind::kStep, name);
 }
 
 bool is_step_name(const char* name) {
@@ -66,9 +71,7 @@ using gpumemshim::format::MarkerKind;
 namespace shim = gpumemshim::shim;
 
 GPUMEMSHIM_API void gpumemshim_mark(const char* name) {
-  if (shim::recording_off()) return;
-  char buf[shim::kMaxName + 1];
-  shim::record_marker(MarkerKind::kMark, shim::cut(name, buf));
+  if (!shim::recording_off()) shim::record_named(MarkerKind::kMark, name);
 }
 
 GPUMEMSHIM_API void gpumemshim_step(const char* name) {
@@ -90,15 +93,11 @@ GPUMEMSHIM_API void gpumemshim_region_end(const char* name) {
 }
 
 GPUMEMSHIM_API void gpumemshim_range_push(const char* name) {
-  if (shim::recording_off()) return;
-  char buf[shim::kMaxName + 1];
-  shim::record_marker(MarkerKind::kRangePush, shim::cut(name, buf));
+  if (!shim::recording_off()) shim::record_named(MarkerKind::kRangePush, name);
 }
 
 GPUMEMSHIM_API void gpumemshim_range_pop(const char* name) {
-  if (shim::recording_off()) return;
-  char buf[shim::kMaxName + 1];
-  shim::record_marker(MarkerKind::kRangePop, shim::cut(name, buf));
+  if (!shim::recording_off()) shim::record_named(MarkerKind::kRangePop, name);
 }
 
 GPUMEMSHIM_API int gpumemshim_active(void) { return shim::recording_off() ? 0 : 1; }
