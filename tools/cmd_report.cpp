@@ -30,7 +30,7 @@ int run_report(const ReportOptions& o) {
   std::vector<nlohmann::json> timelines(o.traces.size());
   if (o.format != "text")
     opts.with_trace = [&timelines](size_t i, const an::LoadedTrace& trace) {
-      timelines[i] = an::timeline_json(an::build_timeline(trace, trace.path));
+      timelines[i] = an::timeline_json(an::build_timeline(trace));
     };
   an::Report report = an::analyze(o.traces, opts);
   std::string text;

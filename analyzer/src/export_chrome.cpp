@@ -35,7 +35,7 @@ void add_process(json& out, const LoadedTrace& trace, const std::vector<TimedEve
   out.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid_j}, {"tid", pid_j}, {"args", {{"name", name}}}});
 
   // Counters from the timeline: every bucket's lowest and highest point, so the peak is exact.
-  Timeline tl = build_timeline(trace, events);
+  Timeline tl = build_timeline(trace);
   for (const TimelineSample& s : tl.samples) {
     double ts = us(s.time_ns + offset_ns);
     out.push_back({{"ph", "C"}, {"name", "device memory"}, {"pid", pid_j}, {"tid", pid_j}, {"ts", ts},

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <string_view>
-#include <variant>
+#include <span>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -15,6 +15,7 @@
 #include "gpumemshim/analyzer/stream_order.h"
 #include "gpumemshim/analyzer/time_order.h"
 #include "gpumemshim/format/decoder.h"
+#include "gpumemshim/format/varint.h"
 
 namespace gpumemshim::analyzer {
 
@@ -39,73 +40,50 @@ namespace {
 // next allocation of the same address. The first pass replays while reading through a bounded
 // per-thread merge (stream_order.h); only when the file is too far out of order for it does a
 // second pass collect every event and replay them in the order of a stable sort by time, found by
-// merging the threads' runs (time_order.h).
-using TimedEvent = std::variant<fmtr::AllocRecord, fmtr::FreeRecord, fmtr::AllocFailedRecord,
-                                fmtr::MemInfoRecord, fmtr::MarkerRecord, fmtr::TorchEventRecord>;
+// merging the threads' runs (time_order.h). Both queue a pointer to the record, not the decoded
+// record: a record is decoded once, when it is replayed, and the queue moves 8 bytes per event.
+using RecordPtr = const uint8_t*;  // a timed record's first byte (its type) in the mapped file
 
-uint64_t stream_of(const TimedEvent& e) {
-  return std::visit([](const auto& r) -> uint64_t {
-    if constexpr (requires { r.thread_id; }) return r.thread_id;
-    else return UINT64_MAX;  // memory-info samples carry no thread: one stream of their own
-  }, e);
-}
-
-uint64_t time_of(const TimedEvent& e) {
-  return std::visit([](const auto& r) { return r.time_ns; }, e);
-}
-
-void apply(const TimedEvent& e, Replay& replay, BackwardAttribution& backward) {
-  switch (e.index()) {
-    case 0: {
-      fmtr::AllocRecord r = std::get<0>(e);
-      r.stack_id = backward.attribute(r.thread_id, r.stack_id);
-      replay.alloc(r);
-      break;
-    }
-    case 1: replay.free(std::get<1>(e)); break;
-    case 2: {
-      fmtr::AllocFailedRecord r = std::get<2>(e);
-      r.stack_id = backward.attribute(r.thread_id, r.stack_id);
-      replay.failed(r);
-      break;
-    }
-    case 3: replay.meminfo(std::get<3>(e)); break;
-    case 4:
-      backward.marker(std::get<4>(e));
-      replay.marker(std::get<4>(e));
-      break;
-    case 5: {
-      fmtr::TorchEventRecord r = std::get<5>(e);
-      r.stack_id = backward.attribute(r.thread_id, r.stack_id);
-      replay.torch(r);
-      break;
-    }
-  }
+// The time and stream (thread) of a timed record: its payload's first fields.
+struct TimeAndStream {
+  uint64_t time;
+  uint64_t stream;
+};
+TimeAndStream time_and_stream(const fmtr::RawRecord& raw) {
+  fmtr::ByteReader r(raw.payload, raw.size, raw.readable_end);
+  uint64_t time = r.varint();
+  // memory-info samples carry no thread: one stream of their own
+  uint64_t stream = raw.type == RecordType::kMemInfo ? UINT64_MAX : r.varint();
+  return {time, stream};
 }
 
 // Every event kept until the end of the file (the fallback pass).
 class EventQueue {
  public:
-  void push(const TimedEvent& e) {
-    uint64_t t = time_of(e);
-    if (t < last_) sorted_ = false;
-    last_ = std::max(last_, t);
-    events_.push_back(e);
+  void push(TimeAndStream ts, RecordPtr rec) {
+    if (ts.time < last_) sorted_ = false;
+    last_ = std::max(last_, ts.time);
+    events_.push_back(Item{ts.time, ts.stream, rec});
   }
-  void replay_into(Replay& replay, BackwardAttribution& backward) {
-    auto visit = [&](size_t i) { apply(events_[i], replay, backward); };
+  template <typename Visit>
+  void replay_into(Visit&& visit) {
     if (sorted_) {
-      for (size_t i = 0; i < events_.size(); ++i) visit(i);
+      for (const Item& e : events_) visit(e.rec);
     } else {
       for_each_in_time_order(
-          events_.size(), [&](size_t i) { return time_of(events_[i]); },
-          [&](size_t i) { return stream_of(events_[i]); }, visit);
+          events_.size(), [&](size_t i) { return events_[i].time; },
+          [&](size_t i) { return events_[i].stream; }, [&](size_t i) { visit(events_[i].rec); });
     }
     events_.clear();
   }
 
  private:
-  std::vector<TimedEvent> events_;
+  struct Item {
+    uint64_t time;
+    uint64_t stream;
+    RecordPtr rec;
+  };
+  std::vector<Item> events_;
   uint64_t last_ = 0;
   bool sorted_ = true;
 };
@@ -139,10 +117,98 @@ void check_text(const std::string& path, const fmtr::RawRecord& raw,
 
 namespace {
 
+// Replays the timed record at `rec` (decoded now), counting it in the trace's statistics.
+class TimedReplay {
+ public:
+  TimedReplay(const std::string& path, std::span<const uint8_t> bytes, LoadedTrace& t,
+              BackwardAttribution& backward)
+      : path_(path), bytes_(bytes), t_(t), backward_(backward) {}
+
+  void operator()(RecordPtr rec) {
+    fmtr::RawRecord raw = frame(rec);
+    switch (raw.type) {
+      case RecordType::kAlloc: {
+        auto r = decode_or_throw<fmtr::AllocRecord>(path_, raw);
+        auto api = static_cast<uint8_t>(r.api);
+        if (api < fmtr::kApiCount) {
+          ++t_.stats.allocs_by_api[api];
+          t_.stats.bytes_by_api[api] += r.size;
+        } else {
+          ++t_.stats.unknown_api;
+        }
+        r.stack_id = backward_.attribute(r.thread_id, r.stack_id);
+        t_.replay.alloc(r);
+        break;
+      }
+      case RecordType::kFree: {
+        auto r = decode_or_throw<fmtr::FreeRecord>(path_, raw);
+        auto api = static_cast<uint8_t>(r.api);
+        if (api < fmtr::kApiCount) ++t_.stats.frees_by_api[api]; else ++t_.stats.unknown_api;
+        t_.replay.free(r);
+        break;
+      }
+      case RecordType::kAllocFailed: {
+        auto r = decode_or_throw<fmtr::AllocFailedRecord>(path_, raw);
+        auto api = static_cast<uint8_t>(r.api);
+        if (api < fmtr::kApiCount) ++t_.stats.failed_by_api[api]; else ++t_.stats.unknown_api;
+        r.stack_id = backward_.attribute(r.thread_id, r.stack_id);
+        t_.replay.failed(r);
+        break;
+      }
+      case RecordType::kMemInfo: t_.replay.meminfo(decode_or_throw<fmtr::MemInfoRecord>(path_, raw)); break;
+      case RecordType::kMarker: {
+        auto r = decode_or_throw<fmtr::MarkerRecord>(path_, raw);  // its text was checked when read
+        backward_.marker(r);
+        t_.replay.marker(r);
+        break;
+      }
+      case RecordType::kTorchEvent: {
+        auto r = decode_or_throw<fmtr::TorchEventRecord>(path_, raw);
+        r.stack_id = backward_.attribute(r.thread_id, r.stack_id);
+        t_.replay.torch(r);
+        break;
+      }
+      default: break;  // only timed records are queued
+    }
+  }
+
+ private:
+  // The record at `rec`, framed again (the reader checked its head when it was read).
+  fmtr::RawRecord frame(RecordPtr rec) const {
+    fmtr::ByteReader r(rec + 1, static_cast<size_t>(bytes_.data() + bytes_.size() - rec - 1));
+    fmtr::RawRecord raw;
+    raw.type = static_cast<RecordType>(*rec);
+    raw.size = r.varint();
+    raw.payload = r.position();
+    raw.offset = static_cast<uint64_t>(rec - bytes_.data());
+    raw.readable_end = bytes_.data() + bytes_.size();
+    return raw;
+  }
+
+  const std::string& path_;
+  std::span<const uint8_t> bytes_;
+  LoadedTrace& t_;
+  BackwardAttribution& backward_;
+};
+
+bool is_timed(RecordType type) {
+  switch (type) {
+    case RecordType::kAlloc:
+    case RecordType::kFree:
+    case RecordType::kAllocFailed:
+    case RecordType::kMemInfo:
+    case RecordType::kMarker:
+    case RecordType::kTorchEvent: return true;
+    default: return false;
+  }
+}
+
 // One read of the file into `t`. streaming: replay while reading; returns false when the file is
 // too far out of time order for that (then nothing in `t` is usable).
-bool load_pass(const std::string& path, LoadedTrace& t, bool streaming) {
+bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
+               const std::vector<uint32_t>& site_groups) {
   t.path = path;
+  if (!site_groups.empty()) t.replay.set_site_groups(site_groups);
   fmtr::MappedFile file;
   if (std::string err = file.open(path); !err.empty()) throw TraceError(err);  // has the path
   auto bytes = file.bytes();
@@ -164,22 +230,23 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming) {
         return false;
       },
       t.attributed_stacks);
+  TimedReplay replay_one(path, bytes, t, backward);
   EventQueue events;
-  StreamingTimeOrder<TimedEvent> order;
+  StreamingTimeOrder<RecordPtr> order;
   bool in_order = true;
-  auto replay_one = [&](const TimedEvent& e) { apply(e, t.replay, backward); };
-  auto push = [&](const TimedEvent& e) {
-    if (!streaming) events.push(e);
-    else if (in_order) in_order = order.push(stream_of(e), time_of(e), e, replay_one);
-  };
   uint64_t released = 0;
   constexpr uint64_t kReleaseEvery = 32ull << 20;
   fmtr::RawRecord raw;
   for (;;) {
     if (!in_order) return false;
     if (streaming && reader.offset() - released >= kReleaseEvery) {
-      released = reader.offset();
-      release_read_pages(bytes, released);
+      // Up to the oldest record still queued: the queue points into the file.
+      uint64_t upto = reader.offset();
+      order.for_each_queued([&](RecordPtr rec) { upto = std::min(upto, static_cast<uint64_t>(rec - bytes.data())); });
+      if (upto > released) {
+        released = upto;
+        release_read_pages(bytes, released);
+      }
     }
     fmtr::ReadStatus st = reader.next(raw);
     if (st == fmtr::ReadStatus::kEnd) break;
@@ -191,33 +258,19 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming) {
     if (st == fmtr::ReadStatus::kError) throw_trace_error(path, reader.error());
     ++t.stats.records;
     ++t.stats.by_type[static_cast<uint8_t>(raw.type)];
+    if (is_timed(raw.type)) {
+      if (raw.type == RecordType::kMarker) {  // markers are also kept in file order
+        auto r = decode_or_throw<fmtr::MarkerRecord>(path, raw);
+        check_text(path, raw, {r.name});
+        t.markers.add(r);
+      }
+      TimeAndStream ts = time_and_stream(raw);
+      RecordPtr rec = bytes.data() + raw.offset;
+      if (!streaming) events.push(ts, rec);
+      else in_order = order.push(ts.stream, ts.time, rec, replay_one);
+      continue;
+    }
     switch (raw.type) {
-      case RecordType::kAlloc: {
-        auto r = decode_or_throw<fmtr::AllocRecord>(path, raw);
-        auto api = static_cast<uint8_t>(r.api);
-        if (api < fmtr::kApiCount) {
-          ++t.stats.allocs_by_api[api];
-          t.stats.bytes_by_api[api] += r.size;
-        } else {
-          ++t.stats.unknown_api;
-        }
-        push(r);
-        break;
-      }
-      case RecordType::kFree: {
-        auto r = decode_or_throw<fmtr::FreeRecord>(path, raw);
-        auto api = static_cast<uint8_t>(r.api);
-        if (api < fmtr::kApiCount) ++t.stats.frees_by_api[api]; else ++t.stats.unknown_api;
-        push(r);
-        break;
-      }
-      case RecordType::kAllocFailed: {
-        auto r = decode_or_throw<fmtr::AllocFailedRecord>(path, raw);
-        auto api = static_cast<uint8_t>(r.api);
-        if (api < fmtr::kApiCount) ++t.stats.failed_by_api[api]; else ++t.stats.unknown_api;
-        push(r);
-        break;
-      }
       case RecordType::kStack: {
         fmtr::StackRecord r;
         if (!fmtr::decode(raw, r, frames)) malformed(path, raw);
@@ -255,23 +308,10 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming) {
                                 std::string(r.executable), true};
         break;
       }
-      case RecordType::kTorchEvent:
-        push(decode_or_throw<fmtr::TorchEventRecord>(path, raw));
-        break;
       case RecordType::kStackLabel: {
         auto r = decode_or_throw<fmtr::StackLabelRecord>(path, raw);
         check_text(path, raw, {r.label});
         t.stack_labels.try_emplace(r.stack_id, r.label);
-        break;
-      }
-      case RecordType::kMemInfo:
-        push(decode_or_throw<fmtr::MemInfoRecord>(path, raw));
-        break;
-      case RecordType::kMarker: {
-        auto r = decode_or_throw<fmtr::MarkerRecord>(path, raw);
-        check_text(path, raw, {r.name});
-        push(r);
-        t.markers.add(r);
         break;
       }
       case RecordType::kDevice: {
@@ -305,23 +345,24 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming) {
         break;
     }
   }
+  // While the file is mapped: the queues point into it.
   if (streaming) {
     if (!in_order) return false;
     order.finish(replay_one);
   } else {
-    events.replay_into(t.replay, backward);  // while the file is mapped: markers point into it
+    events.replay_into(replay_one);
   }
-  (void)streaming;
+  t.replay.finish();
   return true;
 }
 
 }  // namespace
 
-LoadedTrace load_trace(const std::string& path) {
+LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& site_groups) {
   LoadedTrace t;  // one object, returned in place (NRVO)
-  if (load_pass(path, t, true)) return t;
+  if (load_pass(path, t, true, site_groups)) return t;
   t = LoadedTrace{};
-  load_pass(path, t, false);
+  load_pass(path, t, false, site_groups);
   return t;
 }
 

@@ -29,6 +29,8 @@ uint32_t Replay::site_of(const RawSite& s, int32_t device) {
     sites_.push_back(s);
     site_live_.push_back(0);
     site_device_.push_back(device);
+    site_in_timeline_.push_back(!s.torch_block && is_device_memory_kind(s.kind));
+    site_peak_.push_back(0);
   } else if (site_device_[*index] != device) {
     site_device_[*index] = -1;
   }
@@ -37,16 +39,49 @@ uint32_t Replay::site_of(const RawSite& s, int32_t device) {
 
 void Replay::site_add(uint32_t site, uint64_t bytes) {
   peak_sites_.before_change(site, site_live_[site]);
-  site_live_[site] += bytes;
+  uint64_t now = site_live_[site] += bytes;
+  site_peak_[site] = std::max(site_peak_[site], now);
   step_sampler_.touch(site);
   time_sampler_.touch(site);
+  if (site_in_timeline_[site]) timeline_.site_changed(site, now);
+  if (site < group_of_.size()) group_change(site, now - bytes, now);
 }
 
 void Replay::site_sub(uint32_t site, uint64_t bytes) {
   peak_sites_.before_change(site, site_live_[site]);
-  site_live_[site] -= bytes;
+  uint64_t now = site_live_[site] -= bytes;
   step_sampler_.touch(site);
   time_sampler_.touch(site);
+  if (site_in_timeline_[site]) timeline_.site_changed(site, now);
+  if (site < group_of_.size()) group_change(site, now + bytes, now);
+}
+
+void Replay::set_site_groups(std::vector<uint32_t> group_of) {
+  uint32_t groups = 0;
+  for (uint32_t g : group_of)
+    if (g != UINT32_MAX) groups = std::max(groups, g + 1);
+  group_of_ = std::move(group_of);
+  group_live_.assign(groups, 0);
+  group_peak_.assign(groups, 0);
+}
+
+void Replay::group_change(uint32_t site, uint64_t before, uint64_t after) {
+  uint32_t g = group_of_[site];
+  if (g == UINT32_MAX) return;
+  group_live_[g] = group_live_[g] - before + after;
+  group_peak_[g] = std::max(group_peak_[g], group_live_[g]);
+}
+
+uint64_t Replay::torch_reserved_bytes() const {
+  uint64_t sum = 0;
+  for (const DeviceMemoryTrack& d : devices_) sum += d.reserved;
+  return sum;
+}
+
+uint64_t Replay::torch_allocated_bytes() const {
+  uint64_t sum = 0;
+  for (const DeviceMemoryTrack& d : devices_) sum += d.allocated;
+  return sum;
 }
 
 // The state before this event is the state at the end of every bucket since the last event.
@@ -87,6 +122,7 @@ void Replay::alloc(const format::AllocRecord& r) {
     }
     summary_.peak_bytes = std::max(summary_.peak_bytes, live_device_bytes_);
     if (DeviceMemoryTrack* d = device_track(r.device)) d->live_device_bytes += r.size;
+    timeline_point(r.time_ns);
   }
 }
 
@@ -118,7 +154,9 @@ void Replay::free(const format::FreeRecord& r) {
   }
   ++summary_.frees;
   ++summary_.by_kind[static_cast<uint8_t>(a->kind)].frees;
+  bool device = is_device_memory_kind(a->kind);
   remove(key, *a);
+  if (device) timeline_point(r.time_ns);
 }
 
 void Replay::failed(const format::AllocFailedRecord& r) {
@@ -170,6 +208,7 @@ void Replay::marker(const format::MarkerRecord& r) {
   switch (r.kind) {
     case format::MarkerKind::kStep:
       ++summary_.steps;
+      if (step_times_.size() < kMaxStepTimes) step_times_.push_back(r.time_ns);
       in_step_ = torch_in_step_ = 0;  // what is live now was made in earlier steps
       step_sampler_.boundary(summary_.steps, site_live_);
       break;
@@ -308,8 +347,9 @@ void Replay::torch(const format::TorchEventRecord& r) {
       ooms_.push_back(o);
       break;
     }
-    default: break;  // free_requested; later actions are ignored
+    default: return;  // free_requested; later actions are ignored
   }
+  if (r.action != format::TorchAction::kOom) timeline_point(r.time_ns);
 }
 
 // Free ranges inside the segments: the gaps between the live blocks of each segment.

@@ -1,17 +1,15 @@
-// One walk of a trace's events gives each site's peak (to pick the top sites) and the peak moment;
-// a second walk samples: per time bucket the lowest and the highest point, so a downsampled chart
-// still shows the true peak and the troughs between steps.
+// The timeline of a loaded trace: its replay sampled memory over time per raw site
+// (timeline_samples.h) and kept each site's peak; here raw sites become call sites (symbolized
+// stacks, the leak report's site ids), the top ones are picked by their own peak, and the samples
+// are summed per top site. A call site made of several raw stacks needs its sum's peak, which only
+// a replay that knows the grouping can give: the trace is then read once more.
 #include "gpumemshim/analyzer/timeline.h"
 
 #include <algorithm>
-#include <functional>
-#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
-#include "gpumemshim/analyzer/address_key.h"
-#include "gpumemshim/analyzer/flat_map.h"
 #include "gpumemshim/analyzer/stack_view.h"
 
 namespace gpumemshim::analyzer {
@@ -29,122 +27,6 @@ std::string_view base_name(std::string_view path) {
   auto slash = path.rfind('/');
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
-
-// Live device memory, by site, plus the caching allocator's reserved and allocated bytes.
-class MemoryState {
- public:
-  MemoryState(const LoadedTrace& trace, StackView& stacks, std::vector<TimelineSite>& sites)
-      : trace_(trace), stacks_(stacks), sites_(sites) {}
-
-  // Returns true when the event changed any byte count.
-  bool apply(const TimedEvent& e) {
-    switch (e.index()) {
-      case 0: return alloc(std::get<0>(e));
-      case 1: return free(std::get<1>(e));
-      case 5: return torch(std::get<5>(e));
-      default: return false;
-    }
-  }
-
-  uint64_t live = 0;
-  uint64_t reserved = 0;
-  uint64_t allocated = 0;
-  std::vector<uint64_t> site_live;
-  // When set (the second walk): site -> index among the top sites (-1: not one), and those sites'
-  // live bytes kept up to date, so a sample costs only the top sites.
-  const std::vector<int>* top_of = nullptr;
-  std::vector<uint64_t> top_live;
-
- private:
-  struct Live {
-    uint64_t size = 0;
-    uint32_t site = 0;
-  };
-
-  uint32_t site_of(uint64_t stack_id, Api api) {
-    uint64_t raw_key = stack_id * 64 + static_cast<uint8_t>(api);
-    if (const uint32_t* known = raw_sites_.find(raw_key)) return *known;
-    const std::vector<Frame>& frames = stacks_.frames(stack_id);
-    std::string id = site_id(StackView::stable_key(frames), api);
-    uint32_t index;
-    if (auto it = by_id_.find(id); it != by_id_.end()) {
-      index = it->second;
-    } else {
-      index = static_cast<uint32_t>(sites_.size());
-      sites_.push_back(TimelineSite{id, frame_label(frames), frames, 0});
-      site_live.push_back(0);
-      by_id_.emplace(id, index);
-    }
-    *raw_sites_.try_emplace(raw_key).first = index;
-    return index;
-  }
-
-  bool alloc(const format::AllocRecord& r) {
-    if (!is_device_memory_kind(r.kind)) return false;
-    AddressKey key{r.address, address_class(r.kind)};
-    if (const Live* old = live_.find(key)) remove(key, *old);  // its free was missed
-    uint32_t site = site_of(r.stack_id, r.api);
-    *live_.try_emplace(key).first = Live{r.size, site};
-    live += r.size;
-    site_live[site] += r.size;
-    if (top_of && (*top_of)[site] >= 0) top_live[static_cast<size_t>((*top_of)[site])] += r.size;
-    sites_[site].peak_bytes = std::max(sites_[site].peak_bytes, site_live[site]);
-    return true;
-  }
-
-  bool free(const format::FreeRecord& r) {
-    if (r.address == 0 || r.result != 0) return false;
-    const AddressKey key{r.address, address_class(r.kind)};
-    const Live* a = live_.find(key);
-    if (!a) return false;
-    remove(key, *a);
-    return true;
-  }
-
-  void remove(const AddressKey& key, const Live& a) {  // a: the live entry of key
-    live -= a.size;
-    site_live[a.site] -= a.size;
-    if (top_of && (*top_of)[a.site] >= 0) top_live[static_cast<size_t>((*top_of)[a.site])] -= a.size;
-    live_.erase(key);  // last: a is the map's slot
-  }
-
-  bool torch(const format::TorchEventRecord& r) {
-    auto sub = [](uint64_t& v, uint64_t d) { v = v > d ? v - d : 0; };
-    switch (r.action) {
-      case format::TorchAction::kAlloc: {
-        auto [it, inserted] = blocks_.try_emplace(r.address, r.size);
-        if (!inserted) {
-          sub(allocated, it->second);
-          it->second = r.size;
-        }
-        allocated += r.size;
-        return true;
-      }
-      case format::TorchAction::kFreeCompleted:
-        if (auto it = blocks_.find(r.address); it != blocks_.end()) {
-          sub(allocated, it->second);
-          blocks_.erase(it);
-        }
-        return true;
-      case format::TorchAction::kSegmentAlloc:
-      case format::TorchAction::kSegmentMap: reserved += r.size; return true;
-      case format::TorchAction::kSegmentFree:
-      case format::TorchAction::kSegmentUnmap: sub(reserved, r.size); return true;
-      default: return false;
-    }
-  }
-
-  const LoadedTrace& trace_;
-  StackView& stacks_;
-  std::vector<TimelineSite>& sites_;
-  struct RawKeyHash {
-    size_t operator()(uint64_t k) const noexcept { return static_cast<size_t>(k); }
-  };
-  FlatMap<uint64_t, uint32_t, RawKeyHash> raw_sites_;  // stack id * 64 + api -> site
-  std::unordered_map<std::string, uint32_t> by_id_;
-  FlatMap<AddressKey, Live, AddressKeyHash> live_;
-  std::unordered_map<uint64_t, uint64_t> blocks_;  // tensor blocks: address -> size
-};
 
 // Sites whose innermost frames read alike (one allocation helper called from several places) get
 // the first caller frame that tells them apart: "util.py:19 malloc ← model.py:27 load_weights".
@@ -194,151 +76,135 @@ json frames_to_json(const std::vector<Frame>& frames) {
 
 namespace {
 
-// Walks every timed event in time order; false: it could not (the walk stopped part-way).
-using EventWalk = std::function<bool(const std::function<void(const TimedEvent&)>&)>;
+// Raw timeline sites -> call sites (in first-seen order), with their labels and stacks.
+struct CallSites {
+  std::vector<TimelineSite> sites;
+  std::vector<uint32_t> of_raw;  // raw site -> index in sites (UINT32_MAX: not a timeline site)
+  bool grouped = false;          // some call site has several raw sites
+};
 
-std::optional<Timeline> build_timeline_from(const LoadedTrace& trace, const EventWalk& walk,
-                                            size_t max_samples, size_t top_sites) {
-  Timeline tl;
+CallSites call_sites(const LoadedTrace& trace) {
+  CallSites cs;
   StackView stacks(trace);
-  uint64_t end_ns = static_cast<uint64_t>(trace.duration_s() * 1e9);
-
-  // Walk 1: sites and their peaks, the peak moment, steps.
-  size_t peak_index = SIZE_MAX;
-  {
-    MemoryState state(trace, stacks, tl.all_sites);
-    size_t i = 0;
-    bool walked = walk([&](const TimedEvent& e) {
-      end_ns = std::max(end_ns, event_time_ns(e));
-      if (e.index() == 5) tl.has_torch = true;
-      if (e.index() == 4) {
-        const auto& m = std::get<4>(e);
-        if (m.kind == format::MarkerKind::kStep && tl.steps_ns.size() < kMaxTimelineSteps)
-          tl.steps_ns.push_back(m.time_ns);
-      }
-      if (state.apply(e) && state.live > tl.peak_bytes) {
-        tl.peak_bytes = state.live;
-        tl.peak_time_ns = event_time_ns(e);
-        peak_index = i;
-      }
-      ++i;
-    });
-    if (!walked) return std::nullopt;
+  const Replay& replay = trace.replay;
+  std::unordered_map<std::string, uint32_t> by_id;
+  cs.of_raw.assign(replay.sites().size(), UINT32_MAX);
+  for (uint32_t raw = 0; raw < replay.sites().size(); ++raw) {
+    if (!replay.is_timeline_site(raw)) continue;
+    const RawSite& r = replay.sites()[raw];
+    const std::vector<Frame>& frames = stacks.frames(r.stack_id);
+    std::string id = site_id(StackView::stable_key(frames), r.api);
+    auto [it, inserted] = by_id.try_emplace(id, static_cast<uint32_t>(cs.sites.size()));
+    if (inserted) cs.sites.push_back(TimelineSite{id, frame_label(frames), frames, 0});
+    else cs.grouped = true;
+    cs.of_raw[raw] = it->second;
   }
+  return cs;
+}
+
+// Each call site's own peak: its raw site's, or (grouped) the sum's, from a replay that tracks it.
+void set_site_peaks(const LoadedTrace& trace, CallSites& cs) {
+  if (!cs.grouped) {
+    for (uint32_t raw = 0; raw < cs.of_raw.size(); ++raw)
+      if (cs.of_raw[raw] != UINT32_MAX) cs.sites[cs.of_raw[raw]].peak_bytes = trace.replay.site_peak(raw);
+    return;
+  }
+  LoadedTrace again = load_trace(trace.path, cs.of_raw);
+  const std::vector<uint64_t>& peaks = again.replay.group_peaks();
+  for (size_t i = 0; i < cs.sites.size() && i < peaks.size(); ++i) cs.sites[i].peak_bytes = peaks[i];
+}
+
+}  // namespace
+
+Timeline build_timeline(const LoadedTrace& trace, size_t max_samples, size_t top_sites) {
+  Timeline tl;
+  const Replay& replay = trace.replay;
+  CallSites cs = call_sites(trace);
+  set_site_peaks(trace, cs);
+  tl.all_sites = std::move(cs.sites);
   disambiguate_labels(tl.all_sites);
   std::vector<size_t> order(tl.all_sites.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return tl.all_sites[a].peak_bytes > tl.all_sites[b].peak_bytes;
   });
-  std::vector<int> top_of(tl.all_sites.size(), -1);  // site -> its index among the top sites
+  std::vector<int> top_of(tl.all_sites.size(), -1);  // call site -> its index among the top sites
   for (size_t i = 0; i < order.size() && tl.sites.size() < top_sites; ++i) {
     if (tl.all_sites[order[i]].peak_bytes == 0) break;
     top_of[order[i]] = static_cast<int>(tl.sites.size());
     tl.sites.push_back(tl.all_sites[order[i]]);
   }
+  auto top_index = [&](uint32_t raw) {
+    return raw < cs.of_raw.size() && cs.of_raw[raw] != UINT32_MAX ? top_of[cs.of_raw[raw]] : -1;
+  };
 
-  // Walk 2: the samples.
-  std::vector<TimelineSite> again;  // the same sites, found in the same order
-  MemoryState state(trace, stacks, again);
-  state.top_of = &top_of;
-  state.top_live.assign(tl.sites.size(), 0);
-  auto snapshot_into = [&](TimelineSample& s, uint64_t t) {
-    s.time_ns = t;
-    s.live_bytes = state.live;
-    s.reserved_bytes = state.reserved;
-    s.allocated_bytes = state.allocated;
-    s.sites.assign(state.top_live.begin(), state.top_live.end());
+  tl.has_torch = replay.summary().torch.events > 0;
+  for (uint64_t t : replay.step_times())
+    if (tl.steps_ns.size() < kMaxTimelineSteps) tl.steps_ns.push_back(t);
+  tl.peak_bytes = replay.summary().peak_bytes;
+  tl.peak_time_ns = replay.peak_time_ns();
+  const std::vector<uint64_t>& live_now = replay.site_live();
+  if (replay.peak_sites().has_peak() && tl.peak_bytes > 0) {
+    std::vector<uint64_t> at_peak(tl.all_sites.size(), 0);
+    std::vector<uint64_t> raw_at_peak = replay.peak_sites().at_peak(live_now);
+    for (uint32_t raw = 0; raw < raw_at_peak.size() && raw < cs.of_raw.size(); ++raw)
+      if (cs.of_raw[raw] != UINT32_MAX) at_peak[cs.of_raw[raw]] += raw_at_peak[raw];
+    for (size_t s = 0; s < at_peak.size(); ++s)
+      if (at_peak[s]) tl.at_peak.push_back(PeakSite{s, at_peak[s]});
+    std::stable_sort(tl.at_peak.begin(), tl.at_peak.end(),
+                     [](const PeakSite& a, const PeakSite& b) { return a.bytes > b.bytes; });
+  }
+
+  // The samples: buckets merged pairwise until they fit, each giving its low and high in time order.
+  std::vector<SampledBucket> buckets = replay.timeline_samples().buckets();
+  const size_t max_buckets = std::max<size_t>(1, max_samples / 2 - 1);
+  while (buckets.size() > max_buckets) {
+    size_t out = 0;
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      buckets[i].index /= 2;
+      if (out > 0 && buckets[out - 1].index == buckets[i].index) buckets[out - 1].merge(std::move(buckets[i]));
+      else buckets[out++] = std::move(buckets[i]);
+    }
+    buckets.resize(out);
+  }
+  auto sample = [&](uint64_t time_ns, uint64_t live, uint64_t reserved, uint64_t allocated,
+                    const auto& for_each_site) {
+    TimelineSample s{time_ns, live, reserved, allocated, std::vector<uint64_t>(tl.sites.size() + 1, 0)};
     uint64_t top_sum = 0;
-    for (uint64_t v : state.top_live) top_sum += v;
-    s.sites.push_back(state.live - top_sum);  // "other"
+    for_each_site([&](uint32_t raw, uint64_t bytes) {
+      if (int k = top_index(raw); k >= 0) {
+        s.sites[static_cast<size_t>(k)] += bytes;
+        top_sum += bytes;
+      }
+    });
+    s.sites.back() = live > top_sum ? live - top_sum : 0;  // "other"
+    tl.samples.push_back(std::move(s));
   };
-  auto snapshot = [&](uint64_t t) {
-    TimelineSample s;
-    snapshot_into(s, t);
-    return s;
+  auto add_point = [&](const SampledPoint& p) {
+    sample(p.time_ns, p.live_bytes, p.reserved_bytes, p.allocated_bytes, [&](const auto& f) {
+      for (const auto& [raw, bytes] : p.sites) f(raw, bytes);
+    });
   };
-  const size_t buckets = std::max<size_t>(1, max_samples / 2 - 1);
-  const uint64_t span = std::max<uint64_t>(end_ns, 1);
-  auto bucket_of = [&](uint64_t t) {
-    return std::min<size_t>(buckets - 1, static_cast<size_t>(static_cast<double>(t) / static_cast<double>(span) *
-                                                            static_cast<double>(buckets)));
-  };
-  struct Extreme {
-    bool set = false;
-    size_t seq = 0;
-    TimelineSample sample;
-  };
-  Extreme lo, hi;
-  size_t bucket = SIZE_MAX;
-  auto flush = [&] {
-    if (!lo.set) return;
-    if (lo.seq == hi.seq) {
-      tl.samples.push_back(std::move(lo.sample));
-    } else if (lo.seq < hi.seq) {
-      tl.samples.push_back(std::move(lo.sample));
-      tl.samples.push_back(std::move(hi.sample));
+  if (!buckets.empty() && std::min(buckets[0].low.time_ns, buckets[0].high.time_ns) > 0)
+    tl.samples.push_back(TimelineSample{0, 0, 0, 0, std::vector<uint64_t>(tl.sites.size() + 1, 0)});
+  for (const SampledBucket& b : buckets) {
+    if (b.same()) {
+      add_point(b.low);
     } else {
-      tl.samples.push_back(std::move(hi.sample));
-      tl.samples.push_back(std::move(lo.sample));
+      const SampledPoint& first = b.low.seq < b.high.seq ? b.low : b.high;
+      add_point(first);
+      add_point(&first == &b.low ? b.high : b.low);
     }
-    lo = Extreme{};
-    hi = Extreme{};
-  };
-  size_t i = 0;
-  bool walked = walk([&](const TimedEvent& e) {
-    const size_t seq = i++;
-    if (!state.apply(e)) return;
-    uint64_t t = event_time_ns(e);
-    if (tl.samples.empty() && !lo.set && t > 0)  // nothing was alive before the first event
-      tl.samples.push_back(TimelineSample{0, 0, 0, 0, std::vector<uint64_t>(tl.sites.size() + 1, 0)});
-    if (seq == peak_index) {
-      for (size_t s = 0; s < state.site_live.size(); ++s)
-        if (state.site_live[s]) tl.at_peak.push_back(PeakSite{s, state.site_live[s]});
-      std::stable_sort(tl.at_peak.begin(), tl.at_peak.end(),
-                       [](const PeakSite& a, const PeakSite& b) { return a.bytes > b.bytes; });
-    }
-    size_t b = bucket_of(t);
-    if (b != bucket) {
-      flush();
-      bucket = b;
-    }
-    auto key = std::pair{state.live, state.allocated};
-    for (Extreme* x : {&lo, &hi}) {
-      auto x_key = std::pair{x->sample.live_bytes, x->sample.allocated_bytes};
-      if (x->set && (x == &lo ? !(key < x_key) : !(key > x_key))) continue;
-      x->set = true;
-      x->seq = seq;
-      snapshot_into(x->sample, t);  // reuses the sample's storage
-    }
-  });
-  if (!walked) return std::nullopt;
-  flush();
-  if (!tl.samples.empty() && tl.samples.back().time_ns < end_ns) tl.samples.push_back(snapshot(end_ns));
+  }
+  uint64_t end_ns = std::max(static_cast<uint64_t>(trace.duration_s() * 1e9), replay.last_time_ns());
+  if (!tl.samples.empty() && tl.samples.back().time_ns < end_ns) {
+    sample(end_ns, replay.live_device_bytes(), replay.torch_reserved_bytes(), replay.torch_allocated_bytes(),
+           [&](const auto& f) {
+             for (uint32_t raw = 0; raw < live_now.size(); ++raw)
+               if (replay.is_timeline_site(raw) && live_now[raw]) f(raw, live_now[raw]);
+           });
+  }
   return tl;
-}
-
-}  // namespace
-
-Timeline build_timeline(const LoadedTrace& trace, const std::vector<TimedEvent>& events,
-                        size_t max_samples, size_t top_sites) {
-  EventWalk walk = [&](const std::function<void(const TimedEvent&)>& visit) {
-    for (const TimedEvent& e : events) visit(e);
-    return true;
-  };
-  return *build_timeline_from(trace, walk, max_samples, top_sites);
-}
-
-Timeline build_timeline(const LoadedTrace& trace, const std::string& path, size_t max_samples,
-                        size_t top_sites) {
-  // Two walks, each a streamed read of the file (no event vector); a file too far out of time
-  // order for streaming is read once into memory instead.
-  EventWalk walk = [&](const std::function<void(const TimedEvent&)>& visit) {
-    return stream_trace_events(path, visit);
-  };
-  if (std::optional<Timeline> tl = build_timeline_from(trace, walk, max_samples, top_sites)) return std::move(*tl);
-  TraceEvents events = read_trace_events(path);
-  return build_timeline(trace, events.events, max_samples, top_sites);
 }
 
 json timeline_json(const Timeline& tl) {
@@ -380,7 +246,7 @@ void add_timelines(json& report, const std::vector<std::string>& paths) {
   json& processes = report["processes"];
   for (size_t i = 0; i < paths.size() && i < processes.size(); ++i) {
     LoadedTrace trace = load_trace(paths[i]);
-    processes[i]["timeline"] = timeline_json(build_timeline(trace, paths[i]));
+    processes[i]["timeline"] = timeline_json(build_timeline(trace));
   }
 }
 

@@ -2,13 +2,9 @@
 
 #include <algorithm>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include "gpumemshim/analyzer/errors.h"
-#include "gpumemshim/analyzer/stream_order.h"
 #include "gpumemshim/analyzer/time_order.h"
 
 namespace gpumemshim::analyzer {
@@ -33,52 +29,7 @@ void push(const std::string& path, const fmtr::RawRecord& raw, std::vector<Timed
   out.emplace_back(r);
 }
 
-template <typename Rec, typename Push>
-bool push_streamed(const std::string& path, const fmtr::RawRecord& raw, Push& push) {
-  Rec r;
-  if (!fmtr::decode(raw, r))
-    throw_trace_error(path, fmt::format("malformed record at offset {}", raw.offset));
-  uint64_t stream = UINT64_MAX;  // memory-info samples carry no thread: one stream of their own
-  if constexpr (requires { r.thread_id; }) stream = r.thread_id;
-  return push(stream, r.time_ns, TimedEvent(r));
-}
-
 }  // namespace
-
-bool stream_trace_events(const std::string& path, const std::function<void(const TimedEvent&)>& visit) {
-  fmtr::MappedFile file;
-  if (std::string err = file.open(path); !err.empty()) throw TraceError(err);
-  auto bytes = file.bytes();
-  fmtr::RecordReader reader(bytes);
-  if (std::string err = reader.read_header(); !err.empty()) throw_trace_error(path, err);
-  StreamingTimeOrder<TimedEvent> order;
-  auto push = [&](uint64_t stream, uint64_t time, const TimedEvent& e) { return order.push(stream, time, e, visit); };
-  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  uint64_t released = 0;
-  fmtr::RawRecord raw;
-  for (;;) {
-    if (reader.offset() - released >= (32ull << 20)) {  // pages read: out of this process, not the cache
-      released = reader.offset() / page * page;
-      madvise(const_cast<uint8_t*>(bytes.data()), released, MADV_DONTNEED);
-    }
-    fmtr::ReadStatus st = reader.next(raw);
-    if (st == fmtr::ReadStatus::kEnd || st == fmtr::ReadStatus::kTruncated) break;
-    if (st == fmtr::ReadStatus::kError) throw_trace_error(path, reader.error());
-    bool ok = true;
-    switch (raw.type) {
-      case RecordType::kAlloc: ok = push_streamed<fmtr::AllocRecord>(path, raw, push); break;
-      case RecordType::kFree: ok = push_streamed<fmtr::FreeRecord>(path, raw, push); break;
-      case RecordType::kAllocFailed: ok = push_streamed<fmtr::AllocFailedRecord>(path, raw, push); break;
-      case RecordType::kMemInfo: ok = push_streamed<fmtr::MemInfoRecord>(path, raw, push); break;
-      case RecordType::kMarker: ok = push_streamed<fmtr::MarkerRecord>(path, raw, push); break;
-      case RecordType::kTorchEvent: ok = push_streamed<fmtr::TorchEventRecord>(path, raw, push); break;
-      default: break;
-    }
-    if (!ok) return false;
-  }
-  order.finish(visit);  // while the file is mapped: marker names point into it
-  return true;
-}
 
 TraceEvents read_trace_events(const std::string& path) {
   TraceEvents t;

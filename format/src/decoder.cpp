@@ -93,12 +93,13 @@ ReadStatus RecordReader::next(RawRecord& out) {
   out.payload = r.position();
   out.size = length;
   out.offset = start;
+  out.readable_end = data_.data() + data_.size();
   pos_ = static_cast<size_t>(r.position() - data_.data()) + length;
   return ReadStatus::kRecord;
 }
 
 namespace {
-ByteReader reader(const RawRecord& r) { return ByteReader(r.payload, r.size); }
+ByteReader reader(const RawRecord& r) { return ByteReader(r.payload, r.size, r.readable_end); }
 }  // namespace
 
 bool decode(const RawRecord& raw, ProcessRecord& o) {

@@ -33,8 +33,7 @@ TraceBuilder base_trace() {
 an::Timeline timeline_of(const TraceBuilder& t, const TempDir& dir, size_t max_samples) {
   std::string path = t.write(dir.file("t.trace"));
   an::LoadedTrace trace = an::load_trace(path);
-  an::TraceEvents events = an::read_trace_events(path);
-  return an::build_timeline(trace, events.events, max_samples, 8);
+  return an::build_timeline(trace, max_samples, 8);
 }
 
 }  // namespace
@@ -74,6 +73,39 @@ TEST(Timeline, DownsamplingKeepsPeakAndTroughs) {
   ASSERT_EQ(tl.at_peak.size(), 2u);
   EXPECT_EQ(tl.at_peak[0].bytes, 5000u);
   EXPECT_EQ(tl.at_peak[1].bytes, 100u);
+}
+
+// Two raw stacks that differ only in the shim's own frames are one call site: its peak is the
+// peak of their sum (found by a second replay that knows the grouping), not either one's.
+TEST(Timeline, CallSiteOfSeveralRawStacksPeaksAtTheirSum) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  constexpr uint64_t kShimBase = 0x900000;
+  t.module("/nonexistent/lib/libgpumemshim.so", kShimBase, 0x10000);
+  t.stack(11, {kShimBase + 0x10, kAppBase + 0x3000});
+  t.stack(12, {kShimBase + 0x20, kAppBase + 0x3000});
+  t.alloc(0x1000, 100, 11);
+  t.alloc(0x2000, 200, 12);  // both live: 300 at the call site
+  t.free(0x1000);
+  t.alloc(0x3000, 250, 12);  // stack 12 alone reaches 450, the call site 450 too
+  t.free(0x2000);
+  t.free(0x3000);
+  t.alloc(0x4000, 50, 1);
+  t.end();
+  an::Timeline tl = timeline_of(t, dir, 100);
+  ASSERT_EQ(tl.all_sites.size(), 2u);
+  EXPECT_EQ(tl.all_sites[0].peak_bytes, 450u);
+  EXPECT_EQ(tl.all_sites[1].peak_bytes, 50u);
+  EXPECT_EQ(tl.peak_bytes, 450u);
+  ASSERT_EQ(tl.at_peak.size(), 1u);
+  EXPECT_EQ(tl.at_peak[0].bytes, 450u);
+  ASSERT_EQ(tl.sites.size(), 2u);
+  uint64_t highest = 0;
+  for (const an::TimelineSample& s : tl.samples) {
+    EXPECT_EQ(s.sites[0] + s.sites[1] + s.sites.back(), s.live_bytes);
+    highest = std::max(highest, s.sites[0]);
+  }
+  EXPECT_EQ(highest, 450u);
 }
 
 TEST(Timeline, TorchReservedAndAllocated) {

@@ -44,7 +44,8 @@ struct LoadedTrace {
   double duration_s() const;
 };
 
-// Throws TraceError("<path>: <reason>") for anything that is not a usable trace.
-LoadedTrace load_trace(const std::string& path);
+// Throws TraceError("<path>: <reason>") for anything that is not a usable trace. site_groups: see
+// Replay::set_site_groups (the timeline's second read, when sites symbolize alike).
+LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& site_groups = {});
 
 }  // namespace gpumemshim::analyzer

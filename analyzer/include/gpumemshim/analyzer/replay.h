@@ -12,6 +12,7 @@
 #include "gpumemshim/analyzer/growth.h"
 #include "gpumemshim/analyzer/model.h"
 #include "gpumemshim/analyzer/peak_sites.h"
+#include "gpumemshim/analyzer/timeline_samples.h"
 #include "gpumemshim/format/records.h"
 
 namespace gpumemshim::analyzer {
@@ -114,6 +115,8 @@ class Replay {
   void marker(const format::MarkerRecord& r);
   void torch(const format::TorchEventRecord& r);
   void seen_time(uint64_t t) { if (t > last_time_ns_) last_time_ns_ = t; }
+  // After the last event.
+  void finish() { timeline_.finish(); }
 
   const Summary& summary() const { return summary_; }
   const std::vector<FailureEvent>& failures() const { return failures_; }
@@ -147,6 +150,20 @@ class Replay {
   const std::vector<DeviceMemoryTrack>& devices() const { return devices_; }
   const std::vector<OomEvent>& ooms() const { return ooms_; }
 
+  // For the timeline (timeline.h), gathered in the same pass. A timeline site is a raw site of
+  // device memory (not a tensor block): the sites that make up live device bytes.
+  bool is_timeline_site(uint32_t site) const { return site_in_timeline_[site] != 0; }
+  const TimelineSampler& timeline_samples() const { return timeline_; }
+  uint64_t site_peak(uint32_t site) const { return site_peak_[site]; }  // its own highest live bytes
+  const std::vector<uint64_t>& step_times() const { return step_times_; }  // the first kMaxStepTimes
+  static constexpr size_t kMaxStepTimes = 10000;
+  uint64_t torch_reserved_bytes() const;   // now, over all devices
+  uint64_t torch_allocated_bytes() const;
+  // Groups of timeline sites (site -> group, UINT32_MAX: none), set before the replay: each group's
+  // highest sum of live bytes is then tracked (the timeline's sites that symbolize alike).
+  void set_site_groups(std::vector<uint32_t> group_of);
+  const std::vector<uint64_t>& group_peaks() const { return group_peak_; }
+
  private:
   void remove(const AddressKey& key, const LiveAlloc& a);  // a: the live entry of key
   struct RawSiteHash {
@@ -166,11 +183,21 @@ class Replay {
   }
   void tick(uint64_t time_ns);
   void torch_allocated(int32_t device, uint64_t add, uint64_t sub);
+  void timeline_point(uint64_t time_ns) {
+    timeline_.point(time_ns, live_device_bytes_, torch_reserved_bytes(), torch_allocated_bytes());
+  }
+  void group_change(uint32_t site, uint64_t before, uint64_t after);
 
   std::vector<RawSite> sites_;
   FlatMap<RawSite, uint32_t, RawSiteHash> site_index_;
   std::vector<uint64_t> site_live_;
   std::vector<int32_t> site_device_;
+  std::vector<uint8_t> site_in_timeline_;
+  std::vector<uint64_t> site_peak_;
+  TimelineSampler timeline_;
+  std::vector<uint64_t> step_times_;
+  std::vector<uint32_t> group_of_;
+  std::vector<uint64_t> group_live_, group_peak_;
   uint64_t in_step_ = 0, peak_in_step_ = 0;  // device bytes allocated in the current step, live
   uint64_t torch_in_step_ = 0, torch_peak_ = 0, torch_peak_in_step_ = 0;
   uint64_t peak_time_ns_ = 0, torch_peak_time_ns_ = 0;

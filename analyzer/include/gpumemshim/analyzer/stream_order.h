@@ -59,6 +59,13 @@ class StreamingTimeOrder {
     emit(UINT64_MAX, visit);
   }
 
+  // Calls f(const Event&) for every event still queued.
+  template <typename F>
+  void for_each_queued(F&& f) const {
+    for (const Stream& s : streams_)
+      for (size_t i = s.head; i < s.items.size(); ++i) f(static_cast<const Event&>(s.items[i].event));
+  }
+
   size_t buffered() const { return buffered_; }
   size_t max_buffered() const { return max_buffered_; }
 

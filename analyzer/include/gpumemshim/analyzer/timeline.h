@@ -11,7 +11,6 @@
 
 #include "gpumemshim/analyzer/load.h"
 #include "gpumemshim/analyzer/model.h"
-#include "gpumemshim/analyzer/trace_events.h"
 
 namespace gpumemshim::analyzer {
 
@@ -50,11 +49,10 @@ inline constexpr size_t kMaxTimelineSamples = 2000;
 inline constexpr size_t kTimelineTopSites = 8;
 inline constexpr size_t kMaxTimelineSteps = 10000;
 
-Timeline build_timeline(const LoadedTrace& trace, const std::vector<TimedEvent>& events,
-                        size_t max_samples = kMaxTimelineSamples, size_t top_sites = kTimelineTopSites);
-// The same, reading the trace's events from its file as they are needed (no event vector).
-Timeline build_timeline(const LoadedTrace& trace, const std::string& path,
-                        size_t max_samples = kMaxTimelineSamples, size_t top_sites = kTimelineTopSites);
+// From the loaded trace's replay (no second read of the file unless a call site is made of
+// several raw stacks: see timeline.cpp).
+Timeline build_timeline(const LoadedTrace& trace, size_t max_samples = kMaxTimelineSamples,
+                        size_t top_sites = kTimelineTopSites);
 
 // docs/report-json.md "Timeline".
 nlohmann::json timeline_json(const Timeline& timeline);

@@ -2,7 +2,6 @@
 // in time order, for the viewers (timeline, HTML, exports) that need the whole history rather than
 // the end state a LoadedTrace keeps.
 #pragma once
-#include <functional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -25,10 +24,5 @@ struct TraceEvents {
 // Reads the trace again (it was loaded before, so it is known to be usable): a truncated tail is
 // ignored like load_trace does. Throws TraceError for anything else.
 TraceEvents read_trace_events(const std::string& path);
-
-// Calls visit for every timed record in the same order, reading the trace once and keeping only
-// the events not yet safe to visit (stream_order.h). Returns false, part-way, when the file is
-// too far out of time order for that: the caller starts over with read_trace_events.
-bool stream_trace_events(const std::string& path, const std::function<void(const TimedEvent&)>& visit);
 
 }  // namespace gpumemshim::analyzer

@@ -33,6 +33,7 @@ struct RawRecord {
   const uint8_t* payload = nullptr;
   size_t size = 0;
   uint64_t offset = 0;  // of the record's first byte in the file
+  const uint8_t* readable_end = nullptr;  // the mapped file's end (decoding may read ahead to it)
 };
 
 enum class ReadStatus { kRecord, kEnd, kTruncated, kError };

@@ -1,0 +1,82 @@
+// Memory over time, sampled during the replay itself (one pass over the trace): per time bucket the
+// lowest and the highest point of (live device bytes, torch allocated bytes), each with every raw
+// site's live bytes at that moment, so a downsampled chart still shows the true peak and the
+// troughs between steps, split by site.
+//
+// The trace's length is not known while it is read: buckets start fine and double in width (two
+// neighbours merge: the lower low and the higher high survive, exactly as if the wider bucket had
+// been sampled) whenever more than kMaxBuckets exist. The sites' bytes at a bucket's low and high
+// are not copied at each new extreme (that would cost O(sites) per event) but rebuilt when the
+// bucket closes, from the bucket's first state and a journal of the site changes made in it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace gpumemshim::analyzer {
+
+struct SampledPoint {
+  uint64_t seq = 0;  // the event's order among sampled events
+  uint64_t time_ns = 0;
+  uint64_t live_bytes = 0;
+  uint64_t reserved_bytes = 0;
+  uint64_t allocated_bytes = 0;
+  std::vector<std::pair<uint32_t, uint64_t>> sites;  // raw site -> live bytes, the non-zero ones
+};
+
+// One bucket's extremes (by live bytes, then allocated bytes; the first such moment of each).
+struct SampledBucket {
+  uint64_t index = 0;  // time / width
+  SampledPoint low, high;
+  bool same() const { return low.seq == high.seq; }
+  // Two buckets of the same index (the later one `b`) become one.
+  void merge(SampledBucket&& b);
+};
+
+class TimelineSampler {
+ public:
+  static constexpr size_t kMaxBuckets = 999;     // kMaxTimelineSamples / 2 - 1
+  static constexpr uint64_t kFirstWidthNs = 1024;
+
+  // A raw site's live bytes are now `bytes` (call before point() of the same event).
+  void site_changed(uint32_t site, uint64_t bytes) { journal_.emplace_back(site, bytes); }
+  // The state after an event that changed device or allocator bytes.
+  void point(uint64_t time_ns, uint64_t live, uint64_t reserved, uint64_t allocated) {
+    if (!open_ || time_ns / width_ != index_) next_bucket(time_ns);
+    Mark m{journal_.size(), time_ns, live, reserved, allocated, seq_++};
+    if (!low_set_ || key(m) < key(low_)) low_ = m, low_set_ = true;
+    if (!high_set_ || key(m) > key(high_)) high_ = m, high_set_ = true;
+  }
+  // Closes the last bucket; the buckets then stay as they are.
+  void finish();
+
+  // In time order; every bucket is `width_ns()` wide.
+  const std::vector<SampledBucket>& buckets() const { return buckets_; }
+  uint64_t width_ns() const { return width_; }
+  bool any() const { return !buckets_.empty(); }
+
+ private:
+  struct Mark {
+    size_t journal_pos = 0;  // the journal's length right after the event
+    uint64_t time_ns = 0, live = 0, reserved = 0, allocated = 0;
+    uint64_t seq = 0;
+  };
+  static std::pair<uint64_t, uint64_t> key(const Mark& m) { return {m.live, m.allocated}; }
+  void next_bucket(uint64_t time_ns);
+  void close_bucket();
+  SampledPoint capture(const Mark& m) const;
+  void widen();
+
+  std::vector<SampledBucket> buckets_;  // closed ones
+  uint64_t index_ = 0;                  // of the open one
+  bool open_ = false;
+  Mark low_, high_;
+  bool low_set_ = false, high_set_ = false;
+  uint64_t seq_ = 0;
+  uint64_t width_ = kFirstWidthNs;
+  std::vector<uint64_t> base_;  // every raw site's bytes when the open bucket began
+  std::vector<std::pair<uint32_t, uint64_t>> journal_;  // site changes since then
+};
+
+}  // namespace gpumemshim::analyzer

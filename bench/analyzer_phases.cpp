@@ -1,0 +1,39 @@
+// Where the analyzer's time goes on one trace: load (read + time-ordered replay), analysis,
+// timeline, JSON, each timed on its own, so a throughput change can be traced to its phase.
+//
+//   analyzer_phases TRACE
+#include <chrono>
+#include <cstdio>
+
+#include "gpumemshim/analyzer/analysis.h"
+#include "gpumemshim/analyzer/load.h"
+#include "gpumemshim/analyzer/report.h"
+#include "gpumemshim/analyzer/timeline.h"
+
+namespace an = gpumemshim::analyzer;
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: analyzer_phases TRACE\n");
+    return 2;
+  }
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  auto lap = [&](const char* phase) {
+    auto now = clock::now();
+    std::printf("%-10s %8.3f s\n", phase, std::chrono::duration<double>(now - t0).count());
+    t0 = now;
+  };
+  an::LoadedTrace trace = an::load_trace(argv[1]);
+  lap("load");
+  an::AnalyzeOptions options;
+  an::ProcessReport p = an::analyze_trace(trace, options, nullptr);
+  lap("analyze");
+  an::Timeline tl = an::build_timeline(trace);
+  lap("timeline");
+  auto j = an::timeline_json(tl);
+  lap("json");
+  std::printf("events %llu, sites %zu, samples %zu\n",
+              static_cast<unsigned long long>(trace.stats.records), tl.all_sites.size(), tl.samples.size());
+  return 0;
+}
