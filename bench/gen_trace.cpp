@@ -4,7 +4,7 @@
 // reused after their free, step markers, a few leaks, and the file order the shim produces (each
 // thread's records in per-thread batches, so time is out of order across threads within a flush).
 //
-//   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X]
+//   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -96,19 +96,21 @@ uint64_t arg_u64(int& i, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X]\n");
+    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps]\n");
     return 2;
   }
   const char* path = argv[1];
   const uint64_t events = std::strtoull(argv[2], nullptr, 10);
   uint64_t threads = 16, stacks = 3000, seed = 42;
   int64_t rank = -1;
+  bool steps = true;  // --no-steps: no step markers (growth then falls back to time buckets)
   for (int i = 3; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--threads") threads = arg_u64(i, argc, argv);
     else if (a == "--stacks") stacks = arg_u64(i, argc, argv);
     else if (a == "--seed") seed = arg_u64(i, argc, argv);
     else if (a == "--rank") rank = static_cast<int64_t>(arg_u64(i, argc, argv));
+    else if (a == "--no-steps") steps = false;
     else {
       std::fprintf(stderr, "gen_trace: unknown option %s\n", argv[i]);
       return 2;
@@ -162,7 +164,7 @@ int main(int argc, char** argv) {
   constexpr size_t kMaxLivePerThread = 48;
   while (written < events) {
     time += 50 + rng.below(200);
-    if (written % 20000 == 19999) {  // a training step, on the main thread
+    if (steps && written % 20000 == 19999) {  // a training step, on the main thread
       emit(ts[0], gf::MarkerRecord{time, ts[0].tid, gf::MarkerKind::kStep, "step", 0});
       ++written;
       ++step;

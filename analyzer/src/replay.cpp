@@ -84,10 +84,15 @@ uint64_t Replay::torch_allocated_bytes() const {
   return sum;
 }
 
-// The state before this event is the state at the end of every bucket since the last event.
+// The state before this event is the state at the end of every bucket since the last event. The
+// sampler keeps one value per `stride` buckets (the last one written wins), so a boundary whose
+// kept bucket the next boundary will write again is skipped: same samples, one call per kept
+// bucket instead of one per microsecond of the trace.
 void Replay::tick(uint64_t time_ns) {
-  time_sampler_.boundary(time_tick_ + 1, site_live_);
-  time_tick_ = time_ns / kTimeTickNs;
+  const uint64_t next = time_ns / kTimeTickNs;
+  const uint64_t k = time_sampler_.stride();
+  if ((time_tick_ + 1 + k - 1) / k != (next + 1 + k - 1) / k) time_sampler_.boundary(time_tick_ + 1, site_live_);
+  time_tick_ = next;
 }
 
 SiteSampler Replay::time_samples_closed() const {

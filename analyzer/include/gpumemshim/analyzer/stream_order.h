@@ -1,8 +1,8 @@
 // Time order of a trace's events while reading it, keeping only the events not yet safe to replay.
 // The shim writes per-thread buffers and drains every thread's ring at least every 50-100 ms, so
 // the file is per-thread runs in time order, shuffled within a flush (docs/trace-format.md
-// "Ordering"). Each stream (thread) gets a FIFO; an event is emitted once no stream, seen or not,
-// can still bring an earlier one. A flush drains everything recorded before it, so the next
+// "Ordering"). Events wait in one queue in file order; an event is emitted once no stream, seen or
+// not, can still bring an earlier one. A flush drains everything recorded before it, so the next
 // flush's records - of any thread, new threads included - come after the previous flush: a
 // stream's bound is the end of its batch before the latest one (one flush back), and a stream
 // idle for longer than kIdleWindowNs is assumed to bring nothing older than (newest - window).
@@ -13,7 +13,9 @@
 // (for_each_in_time_order), so a result is never wrong, only slower.
 #pragma once
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -23,32 +25,26 @@ template <typename Event>
 class StreamingTimeOrder {
  public:
   static constexpr uint64_t kIdleWindowNs = 1'000'000'000;  // 10x the shim's flush interval
-  static constexpr uint32_t kEmitEvery = 4096;              // pushes between emission rounds
+  static constexpr size_t kMinRound = 4096;                  // events queued before a round
 
   // Queues `e` (of `stream`, at `time`); may call visit(const Event&) for events now safe.
   template <typename Visit>
   bool push(uint64_t stream, uint64_t time, const Event& e, Visit&& visit) {
     if (time < emitted_time_) return false;  // an earlier event was replayed already
-    Stream& s = stream_of(stream);
     if (stream != batch_stream_ || !in_batch_) {  // a new batch of this stream begins
+      Stream& s = stream_of(stream);
       s.settled = s.last;
       batch_stream_ = stream;
+      batch_ = &s;
       in_batch_ = true;
     }
-    Item item{time, seq_++, e};
-    if (time >= s.last || s.items.size() == s.head) {
-      s.items.push_back(item);
-    } else {  // out of order inside its stream: insert after the queued events at or before it
-      auto pos = std::upper_bound(s.items.begin() + static_cast<std::ptrdiff_t>(s.head), s.items.end(),
-                                  time, [](uint64_t t, const Item& x) { return t < x.time; });
-      s.items.insert(pos, item);
-    }
-    s.last = std::max(s.last, time);
+    batch_->last = std::max(batch_->last, time);
     newest_ = std::max(newest_, time);
-    ++buffered_;
-    if (++since_emit_ >= kEmitEvery) {
-      since_emit_ = 0;
+    queue_.push_back(Item{time, e});
+    if (queue_.size() >= next_round_) {
       emit(bound(), visit);
+      // Each round reads the whole queue: rounds spaced by at least what stayed keep that linear.
+      next_round_ = std::max(kMinRound, 2 * queue_.size());
     }
     return true;
   }
@@ -62,38 +58,29 @@ class StreamingTimeOrder {
   // Calls f(const Event&) for every event still queued.
   template <typename F>
   void for_each_queued(F&& f) const {
-    for (const Stream& s : streams_)
-      for (size_t i = s.head; i < s.items.size(); ++i) f(static_cast<const Event&>(s.items[i].event));
+    for (const Item& i : queue_) f(i.event);
   }
 
-  size_t buffered() const { return buffered_; }
+  size_t buffered() const { return queue_.size(); }
   size_t max_buffered() const { return max_buffered_; }
 
  private:
   struct Item {
     uint64_t time;
-    uint64_t seq;  // file order among timed events: ties by time replay in file order
     Event event;
   };
-  struct Head {
-    uint64_t time;
-    uint64_t seq;
-    uint32_t stream;
-  };
   struct Stream {
-    std::vector<Item> items;  // items[head..] are queued, in (time, seq) order
-    size_t head = 0;
     uint64_t last = 0;     // the latest time pushed
     uint64_t settled = 0;  // `last` when its latest batch began: later flushes come after it
   };
 
   Stream& stream_of(uint64_t id) {
-    if (last_stream_ != UINT32_MAX && id == last_id_) return streams_[last_stream_];
     auto [it, inserted] = index_.try_emplace(id, static_cast<uint32_t>(streams_.size()));
-    if (inserted) streams_.emplace_back();
-    last_id_ = id;
-    last_stream_ = it->second;
-    return streams_[last_stream_];
+    if (inserted) {
+      streams_.emplace_back();
+      batch_ = nullptr;  // streams_ may have moved
+    }
+    return streams_[it->second];
   }
 
   // Events at or before this time cannot be preceded by one still to come.
@@ -104,55 +91,63 @@ class StreamingTimeOrder {
     return b;
   }
 
+  // The queued events at or before `bound`, in (time, file order): taken out of the queue (the
+  // rest keeps file order) and put in order by a stable LSD radix sort on their time.
   template <typename Visit>
   void emit(uint64_t bound, Visit& visit) {
-    max_buffered_ = std::max(max_buffered_, buffered_);
-    auto later = [](const Head& a, const Head& b) { return a.time != b.time ? a.time > b.time : a.seq > b.seq; };
-    heap_.clear();
-    for (uint32_t k = 0; k < streams_.size(); ++k) {
-      const Stream& s = streams_[k];
-      if (s.head < s.items.size() && s.items[s.head].time <= bound)
-        heap_.push_back(Head{s.items[s.head].time, s.items[s.head].seq, k});
-    }
-    std::make_heap(heap_.begin(), heap_.end(), later);
-    while (!heap_.empty()) {
-      std::pop_heap(heap_.begin(), heap_.end(), later);
-      Head& h = heap_.back();
-      Stream& s = streams_[h.stream];
-      emitted_time_ = h.time;
-      visit(static_cast<const Event&>(s.items[s.head].event));
-      --buffered_;
-      if (++s.head < s.items.size() && s.items[s.head].time <= bound) {
-        h.time = s.items[s.head].time;
-        h.seq = s.items[s.head].seq;
-        std::push_heap(heap_.begin(), heap_.end(), later);
+    max_buffered_ = std::max(max_buffered_, queue_.size());
+    ready_.clear();
+    size_t kept = 0;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < queue_.size(); ++i) {
+      const Item& it = queue_[i];
+      if (it.time <= bound) {
+        ready_.push_back(it);
+        lo = std::min(lo, it.time);
+        hi = std::max(hi, it.time);
       } else {
-        heap_.pop_back();
+        queue_[kept++] = it;
       }
     }
-    for (Stream& s : streams_) {  // drop what was emitted; the storage is reused
-      if (s.head == s.items.size()) {
-        s.items.clear();
-        s.head = 0;
-      } else if (s.head > 1024 && s.head * 2 > s.items.size()) {
-        s.items.erase(s.items.begin(), s.items.begin() + static_cast<std::ptrdiff_t>(s.head));
-        s.head = 0;
-      }
+    queue_.resize(kept);
+    if (ready_.empty()) return;
+    sort_by_time(lo, hi);
+    constexpr size_t kAhead = 8;  // the events' targets are long out of the cache: fetch ahead
+    for (size_t i = 0; i < ready_.size(); ++i) {
+      if constexpr (std::is_pointer_v<Event>)
+        if (i + kAhead < ready_.size()) __builtin_prefetch(ready_[i + kAhead].event);
+      emitted_time_ = ready_[i].time;
+      visit(static_cast<const Event&>(ready_[i].event));
     }
   }
 
+  void sort_by_time(uint64_t lo, uint64_t hi) {
+    constexpr int kBits = 11;
+    constexpr size_t kBuckets = size_t{1} << kBits;
+    const uint64_t range = hi - lo;
+    scratch_.resize(ready_.size());
+    std::vector<size_t>& count = count_;
+    for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += kBits) {
+      count.assign(kBuckets + 1, 0);
+      for (const Item& it : ready_) ++count[(((it.time - lo) >> shift) & (kBuckets - 1)) + 1];
+      for (size_t b = 1; b <= kBuckets; ++b) count[b] += count[b - 1];
+      for (const Item& it : ready_) scratch_[count[((it.time - lo) >> shift) & (kBuckets - 1)]++] = it;
+      ready_.swap(scratch_);
+    }
+  }
+
+  std::vector<Item> queue_;    // in file order
+  std::vector<Item> ready_, scratch_;
+  std::vector<size_t> count_;
   std::vector<Stream> streams_;
   std::unordered_map<uint64_t, uint32_t> index_;  // stream id -> streams_ index
-  uint64_t last_id_ = 0;
-  uint32_t last_stream_ = UINT32_MAX;
   uint64_t batch_stream_ = 0;  // the stream of the batch being read
+  Stream* batch_ = nullptr;
   bool in_batch_ = false;
-  uint64_t seq_ = 0;
   uint64_t newest_ = 0;
   uint64_t emitted_time_ = 0;
-  uint32_t since_emit_ = 0;
-  size_t buffered_ = 0, max_buffered_ = 0;
-  std::vector<Head> heap_;  // emit()'s merge of the streams' heads, kept for its storage
+  size_t next_round_ = kMinRound;
+  size_t max_buffered_ = 0;
 };
 
 }  // namespace gpumemshim::analyzer
