@@ -105,9 +105,10 @@ void Replay::alloc(const format::AllocRecord& r) {
   at(r.time_ns);
   ++summary_.allocations;
   AddressKey key{r.address, address_class(r.kind)};
+  auto [slot, inserted] = live_.try_emplace(key);
   // A live address allocated again: we missed its free; the new allocation replaces the old one.
-  if (const LiveAlloc* old = live_.find(key)) remove(key, *old);
-  LiveAlloc& a = *live_.try_emplace(key).first;
+  if (!inserted) forget(*slot);
+  LiveAlloc& a = *slot;
   a = LiveAlloc{r.address, r.size, r.stack_id, r.time_ns, r.device, r.api, r.kind, summary_.steps};
   a.site = site_of(RawSite{r.stack_id, r.api, r.kind, false}, r.device);
   if (!open_regions_.empty()) a.region = open_regions_.back();
@@ -131,7 +132,7 @@ void Replay::alloc(const format::AllocRecord& r) {
   }
 }
 
-void Replay::remove(const AddressKey& key, const LiveAlloc& a) {
+void Replay::forget(const LiveAlloc& a) {
   KindCounters& k = summary_.by_kind[static_cast<uint8_t>(a.kind)];
   --k.live_count;
   k.live_bytes -= a.size;
@@ -141,7 +142,6 @@ void Replay::remove(const AddressKey& key, const LiveAlloc& a) {
     if (a.step == summary_.steps) in_step_ -= std::min(in_step_, a.size);
     if (DeviceMemoryTrack* d = device_track(a.device)) d->live_device_bytes -= a.size;
   }
-  live_.erase(key);  // last: a is the map's slot
 }
 
 void Replay::free(const format::FreeRecord& r) {
@@ -151,16 +151,17 @@ void Replay::free(const format::FreeRecord& r) {
     ++summary_.failed_frees;
     return;
   }
-  const AddressKey key{r.address, address_class(r.kind)};
-  const LiveAlloc* a = live_.find(key);
-  if (!a) {
+  const size_t slot = live_.find_slot(AddressKey{r.address, address_class(r.kind)});
+  if (slot == live_.kNone) {
     ++summary_.unmatched_frees;
     return;
   }
+  const LiveAlloc& a = live_.at_slot(slot);
   ++summary_.frees;
-  ++summary_.by_kind[static_cast<uint8_t>(a->kind)].frees;
-  bool device = is_device_memory_kind(a->kind);
-  remove(key, *a);
+  ++summary_.by_kind[static_cast<uint8_t>(a.kind)].frees;
+  bool device = is_device_memory_kind(a.kind);
+  forget(a);
+  live_.erase_slot(slot);  // last: a is the map's slot
   if (device) timeline_point(r.time_ns);
 }
 

@@ -18,10 +18,12 @@ void TimelineSampler::next_bucket(uint64_t time_ns) {
   low_set_ = high_set_ = false;
 }
 
-SampledPoint TimelineSampler::capture(const Mark& m) const {
+SampledPoint TimelineSampler::capture(const Mark& m) {
   SampledPoint p{m.seq, m.time_ns, m.live, m.reserved, m.allocated, {}};
+  p.sites.reserve(last_capture_size_);
   for (size_t s = 0; s < base_.size(); ++s)
     if (base_[s]) p.sites.emplace_back(static_cast<uint32_t>(s), base_[s]);
+  last_capture_size_ = p.sites.size() + p.sites.size() / 8;
   return p;
 }
 

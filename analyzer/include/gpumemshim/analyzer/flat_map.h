@@ -46,6 +46,22 @@ class FlatMap {
       if (!slots_[i].used) return false;
       if (slots_[i].key == k) break;
     }
+    erase_slot(i);
+    return true;
+  }
+
+  // Where k lives (kNone: absent), for a lookup and an erase with one probe.
+  static constexpr size_t kNone = SIZE_MAX;
+  size_t find_slot(const Key& k) const {
+    for (size_t i = index(k);; i = (i + 1) & mask()) {
+      const Slot& s = slots_[i];
+      if (!s.used) return kNone;
+      if (s.key == k) return i;
+    }
+  }
+  Value& at_slot(size_t i) { return slots_[i].value; }
+
+  void erase_slot(size_t i) {
     // Backward shift: move later members of the probe run into the hole when their home allows.
     for (size_t j = (i + 1) & mask();; j = (j + 1) & mask()) {
       Slot& s = slots_[j];
@@ -59,7 +75,6 @@ class FlatMap {
     }
     slots_[i].used = false;
     --size_;
-    return true;
   }
 
   size_t size() const { return size_; }

@@ -165,7 +165,7 @@ class Replay {
   const std::vector<uint64_t>& group_peaks() const { return group_peak_; }
 
  private:
-  void remove(const AddressKey& key, const LiveAlloc& a);  // a: the live entry of key
+  void forget(const LiveAlloc& a);  // takes a live allocation out of every count (not the map)
   struct RawSiteHash {
     size_t operator()(const RawSite& s) const noexcept {
       uint64_t tag = (uint64_t{static_cast<uint8_t>(s.api)} << 9) |

@@ -37,7 +37,7 @@ struct SampledBucket {
 class TimelineSampler {
  public:
   static constexpr size_t kMaxBuckets = 999;     // kMaxTimelineSamples / 2 - 1
-  static constexpr uint64_t kFirstWidthNs = 1024;
+  static constexpr uint64_t kFirstWidthNs = 16384;
 
   // A raw site's live bytes are now `bytes` (call before point() of the same event).
   void site_changed(uint32_t site, uint64_t bytes) { journal_.emplace_back(site, bytes); }
@@ -65,7 +65,7 @@ class TimelineSampler {
   static std::pair<uint64_t, uint64_t> key(const Mark& m) { return {m.live, m.allocated}; }
   void next_bucket(uint64_t time_ns);
   void close_bucket();
-  SampledPoint capture(const Mark& m) const;
+  SampledPoint capture(const Mark& m);
   void widen();
 
   std::vector<SampledBucket> buckets_;  // closed ones
@@ -77,6 +77,7 @@ class TimelineSampler {
   uint64_t width_ = kFirstWidthNs;
   std::vector<uint64_t> base_;  // every raw site's bytes when the open bucket began
   std::vector<std::pair<uint32_t, uint64_t>> journal_;  // site changes since then
+  size_t last_capture_size_ = 0;  // a capture's likely size (its storage is reserved at once)
 };
 
 }  // namespace gpumemshim::analyzer
