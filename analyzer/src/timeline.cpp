@@ -158,15 +158,7 @@ Timeline build_timeline(const LoadedTrace& trace, size_t max_samples, size_t top
   // The samples: buckets merged pairwise until they fit, each giving its low and high in time order.
   std::vector<SampledBucket> buckets = replay.timeline_samples().buckets();
   const size_t max_buckets = std::max<size_t>(1, max_samples / 2 - 1);
-  while (buckets.size() > max_buckets) {
-    size_t out = 0;
-    for (size_t i = 0; i < buckets.size(); ++i) {
-      buckets[i].index /= 2;
-      if (out > 0 && buckets[out - 1].index == buckets[i].index) buckets[out - 1].merge(std::move(buckets[i]));
-      else buckets[out++] = std::move(buckets[i]);
-    }
-    buckets.resize(out);
-  }
+  while (buckets.size() > max_buckets) halve_buckets(buckets);
   auto sample = [&](uint64_t time_ns, uint64_t live, uint64_t reserved, uint64_t allocated,
                     const auto& for_each_site) {
     TimelineSample s{time_ns, live, reserved, allocated, std::vector<uint64_t>(tl.sites.size() + 1, 0)};

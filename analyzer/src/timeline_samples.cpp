@@ -57,16 +57,20 @@ void TimelineSampler::close_bucket() {
   while (buckets_.size() > kMaxBuckets) widen();
 }
 
-void TimelineSampler::widen() {
-  width_ *= 2;
+void halve_buckets(std::vector<SampledBucket>& buckets) {
   size_t out = 0;
-  for (size_t i = 0; i < buckets_.size(); ++i) {
-    buckets_[i].index /= 2;
-    if (out > 0 && buckets_[out - 1].index == buckets_[i].index) buckets_[out - 1].merge(std::move(buckets_[i]));
-    else if (out != i) buckets_[out++] = std::move(buckets_[i]);
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    buckets[i].index /= 2;
+    if (out > 0 && buckets[out - 1].index == buckets[i].index) buckets[out - 1].merge(std::move(buckets[i]));
+    else if (out != i) buckets[out++] = std::move(buckets[i]);
     else ++out;
   }
-  buckets_.resize(out);
+  buckets.resize(out);
+}
+
+void TimelineSampler::widen() {
+  width_ *= 2;
+  halve_buckets(buckets_);
 }
 
 void TimelineSampler::finish() {

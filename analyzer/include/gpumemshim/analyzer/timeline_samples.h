@@ -34,6 +34,9 @@ struct SampledBucket {
   void merge(SampledBucket&& b);
 };
 
+// Buckets of twice the width: neighbours (index / 2 alike) merged, in time order.
+void halve_buckets(std::vector<SampledBucket>& buckets);
+
 class TimelineSampler {
  public:
   static constexpr size_t kMaxBuckets = 999;     // kMaxTimelineSamples / 2 - 1
