@@ -61,6 +61,10 @@ TEST(Timeline, DownsamplingKeepsPeakAndTroughs) {
     uint64_t sum = 0;
     for (uint64_t v : s.sites) sum += v;
     EXPECT_EQ(sum, s.live_bytes);
+    if (s.time_ns > 0) {
+      ASSERT_EQ(s.sites.size(), 3u);
+      EXPECT_EQ(s.sites[1], 100u) << "at " << s.time_ns;  // site 2's buffer, in every sample
+    }
   }
   EXPECT_EQ(peak, 5100u);
   EXPECT_EQ(tl.peak_bytes, 5100u);
