@@ -12,18 +12,6 @@ bool is_memory_kind(MemoryKind kind) {
   return kind != MemoryKind::kMapping && kind != MemoryKind::kReservation;
 }
 
-bool is_device_memory_kind(MemoryKind kind) {
-  switch (kind) {
-    case MemoryKind::kDevice:
-    case MemoryKind::kManaged:
-    case MemoryKind::kPool:
-    case MemoryKind::kPhysical:
-      return true;
-    default:
-      return false;
-  }
-}
-
 uint64_t TraceStats::events() const {
   using format::RecordType;
   auto n = [&](RecordType t) { return by_type[static_cast<uint8_t>(t)]; };

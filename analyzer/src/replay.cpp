@@ -13,7 +13,7 @@ constexpr uint32_t kOutOfMemory = 2;  // cudaErrorMemoryAllocation == CUDA_ERROR
 
 Replay::Replay() = default;
 
-DeviceMemoryTrack* Replay::device_track(int32_t device) {
+DeviceMemoryTrack* Replay::new_device_track(int32_t device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
   if (static_cast<size_t>(device) >= devices_.size()) devices_.resize(static_cast<size_t>(device) + 1);
   DeviceMemoryTrack& d = devices_[static_cast<size_t>(device)];

@@ -14,7 +14,7 @@ void SampledBucket::merge(SampledBucket&& b) {
 void TimelineSampler::next_bucket(uint64_t time_ns) {
   if (open_) close_bucket();
   open_ = true;
-  index_ = time_ns / width_;  // after close_bucket: it may have widened the buckets
+  index_ = time_ns >> shift_;  // after close_bucket: it may have widened the buckets
   low_set_ = high_set_ = false;
 }
 
@@ -69,7 +69,7 @@ void halve_buckets(std::vector<SampledBucket>& buckets) {
 }
 
 void TimelineSampler::widen() {
-  width_ *= 2;
+  ++shift_;
   halve_buckets(buckets_);
 }
 

@@ -120,8 +120,16 @@ class MarkerLog {
 
 // True for kinds that are memory (leakable); false for address-space kinds.
 bool is_memory_kind(MemoryKind kind);
-// True for kinds counted in peak device bytes.
-bool is_device_memory_kind(MemoryKind kind);
+// True for kinds counted in peak device bytes (inline: the replay asks for every event).
+inline bool is_device_memory_kind(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::kDevice:
+    case MemoryKind::kManaged:
+    case MemoryKind::kPool:
+    case MemoryKind::kPhysical: return true;
+    default: return false;
+  }
+}
 
 // One native frame after symbolization (a raw pc may give several: inlined ones first).
 struct Frame {

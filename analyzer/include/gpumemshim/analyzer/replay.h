@@ -184,7 +184,9 @@ class Replay {
   void tick(uint64_t time_ns);
   void torch_allocated(int32_t device, uint64_t add, uint64_t sub);
   void timeline_point(uint64_t time_ns) {
-    timeline_.point(time_ns, live_device_bytes_, torch_reserved_bytes(), torch_allocated_bytes());
+    const bool torch = summary_.torch.events != 0;  // without the bridge's events both are 0
+    timeline_.point(time_ns, live_device_bytes_, torch ? torch_reserved_bytes() : 0,
+                    torch ? torch_allocated_bytes() : 0);
   }
   void group_change(uint32_t site, uint64_t before, uint64_t after);
 
@@ -207,7 +209,15 @@ class Replay {
   uint64_t time_tick_ = 0;  // the time bucket (of kTimeTickNs) of the last event
   std::vector<Region> regions_;
   std::vector<uint32_t> open_regions_;
-  DeviceMemoryTrack* device_track(int32_t device);  // nullptr for implausible device numbers
+  // nullptr for implausible device numbers (inline: every device allocation and free asks)
+  DeviceMemoryTrack* device_track(int32_t device) {
+    if (static_cast<size_t>(device) < devices_.size()) [[likely]] {  // negative ones are huge
+      DeviceMemoryTrack& d = devices_[static_cast<size_t>(device)];
+      if (d.seen) [[likely]] return &d;
+    }
+    return new_device_track(device);
+  }
+  DeviceMemoryTrack* new_device_track(int32_t device);
   std::vector<DeviceMemoryTrack> devices_;
   std::vector<OomEvent> ooms_;
 

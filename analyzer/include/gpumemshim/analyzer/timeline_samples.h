@@ -40,13 +40,14 @@ void halve_buckets(std::vector<SampledBucket>& buckets);
 class TimelineSampler {
  public:
   static constexpr size_t kMaxBuckets = 999;     // kMaxTimelineSamples / 2 - 1
-  static constexpr uint64_t kFirstWidthNs = 16384;
+  static constexpr unsigned kFirstWidthShift = 14;  // 16 µs
+  static constexpr uint64_t kFirstWidthNs = uint64_t{1} << kFirstWidthShift;
 
   // A raw site's live bytes are now `bytes` (call before point() of the same event).
   void site_changed(uint32_t site, uint64_t bytes) { journal_.emplace_back(site, bytes); }
   // The state after an event that changed device or allocator bytes.
   void point(uint64_t time_ns, uint64_t live, uint64_t reserved, uint64_t allocated) {
-    if (!open_ || time_ns / width_ != index_) next_bucket(time_ns);
+    if (!open_ || (time_ns >> shift_) != index_) next_bucket(time_ns);  // widths are powers of 2
     Mark m{journal_.size(), time_ns, live, reserved, allocated, seq_++};
     if (!low_set_ || key(m) < key(low_)) low_ = m, low_set_ = true;
     if (!high_set_ || key(m) > key(high_)) high_ = m, high_set_ = true;
@@ -56,7 +57,7 @@ class TimelineSampler {
 
   // In time order; every bucket is `width_ns()` wide.
   const std::vector<SampledBucket>& buckets() const { return buckets_; }
-  uint64_t width_ns() const { return width_; }
+  uint64_t width_ns() const { return uint64_t{1} << shift_; }
   bool any() const { return !buckets_.empty(); }
 
  private:
@@ -77,7 +78,7 @@ class TimelineSampler {
   Mark low_, high_;
   bool low_set_ = false, high_set_ = false;
   uint64_t seq_ = 0;
-  uint64_t width_ = kFirstWidthNs;
+  unsigned shift_ = kFirstWidthShift;  // bucket width: 1 << shift_ ns
   std::vector<uint64_t> base_;  // every raw site's bytes when the open bucket began
   std::vector<std::pair<uint32_t, uint64_t>> journal_;  // site changes since then
   size_t last_capture_size_ = 0;  // a capture's likely size (its storage is reserved at once)
