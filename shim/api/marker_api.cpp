@@ -4,13 +4,14 @@
 #include <cstring>
 
 #include "../record/recorder.h"
+#include "marker_name.h"
 #include "step_source.h"
 
 namespace gpumemshim::shim {
 namespace {
 
 constexpr char kRegionPrefix[] = "expect_no_leak:";
-constexpr size_t kMaxName = 1024;  // longer names are cut: a record must fit the thread's scratch
+constexpr size_t kMaxName = kMaxMarkerName;
 
 // "expect_no_leak:<name>" into `buf` (sizeof kRegionPrefix + kMaxName bytes).
 const char* region_name(const char* name, char* buf) {
@@ -22,19 +23,10 @@ const char* region_name(const char* name, char* buf) {
   return buf;
 }
 
-const char* cut(const char* name, char* buf) {
-  if (!name) return "";
-  size_t n = strnlen(name, kMaxName + 1);
-  if (n <= kMaxName) return name;
-  std::memcpy(buf, name, kMaxName);
-  buf[kMaxName] = '\0';
-  return buf;
-}
-
 // A marker whose name is cut to kMaxName bytes.
 void record_named(format::MarkerKind kind, const char* name) {
   char buf[kMaxName + 1];
-  record_marker(kind, cut(name, buf));
+  record_marker(kind, cut_marker_name(name, buf));
 }
 
 std::atomic<int> g_step_source{0};  // the best StepSource that has marked a step

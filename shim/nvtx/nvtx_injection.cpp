@@ -2,6 +2,7 @@
 // they never allocate, never throw, and cost one record_marker each.
 #include "nvtx_injection.h"
 
+#include "../api/marker_name.h"
 #include "../api/step_source.h"
 
 #include <dlfcn.h>
@@ -48,25 +49,13 @@ namespace {
 
 using format::MarkerKind;
 
-// Longer names are cut (a record must fit the per-thread scratch; a dropped push would leave its
-// pop unmatched).
-constexpr size_t kMaxName = 1024;
+constexpr size_t kMaxName = kMaxMarkerName;
 
 // Nesting depth of push/pop ranges on this thread: what nvtxRangePush/Pop return.
 __attribute__((tls_model("initial-exec"))) thread_local int t_depth = 0;
 // The depth of this thread's open range named like a step (-1: none): its pop ends a step.
 __attribute__((tls_model("initial-exec"))) thread_local int t_step_depth = -1;
 __attribute__((tls_model("initial-exec"))) thread_local char t_step_name[64];
-
-// Narrow copy of a name, cut to kMaxName bytes, into `buf` (kMaxName + 1 bytes).
-const char* ascii_name(const char* s, char* buf) {
-  if (!s) return "";
-  size_t n = strnlen(s, kMaxName + 1);
-  if (n <= kMaxName) return s;
-  std::memcpy(buf, s, kMaxName);
-  buf[kMaxName] = '\0';
-  return buf;
-}
 
 // Wide names: ASCII characters kept, every other one becomes '?'.
 const char* wide_name(const wchar_t* s, char* buf) {
@@ -84,7 +73,7 @@ const char* attrib_name(const nvtxEventAttributes_t* a, char* buf) {
   constexpr size_t kMessageEnd = offsetof(nvtxEventAttributes_t, message) + sizeof(a->message);
   if (a->size < kMessageEnd) return "";
   switch (a->messageType) {
-    case NVTX_MESSAGE_TYPE_ASCII: return ascii_name(a->message.ascii, buf);
+    case NVTX_MESSAGE_TYPE_ASCII: return cut_marker_name(a->message.ascii, buf);
     case NVTX_MESSAGE_TYPE_UNICODE: return wide_name(a->message.unicode, buf);
     default: return "";  // registered strings belong to domains, which are not attached
   }
@@ -108,7 +97,7 @@ int push(const char* name) {
 
 void cb_mark_a(const char* message) {
   char buf[kMaxName + 1];
-  mark(ascii_name(message, buf));
+  mark(cut_marker_name(message, buf));
 }
 void cb_mark_w(const wchar_t* message) {
   char buf[kMaxName + 1];
@@ -120,7 +109,7 @@ void cb_mark_ex(const nvtxEventAttributes_t* attrib) {
 }
 int cb_push_a(const char* message) {
   char buf[kMaxName + 1];
-  return push(ascii_name(message, buf));
+  return push(cut_marker_name(message, buf));
 }
 int cb_push_w(const wchar_t* message) {
   char buf[kMaxName + 1];

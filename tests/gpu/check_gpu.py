@@ -1,55 +1,10 @@
 """Runs the H200 scenarios under the shim and checks what the reports say. Prints one PASS/FAIL line
 per check and exits 1 if any failed. Called by run_all.sh."""
 import json
-import os
-import pathlib
 import subprocess
 import sys
 
-work, out = map(pathlib.Path, sys.argv[1:3])
-build = pathlib.Path(os.environ["GPUMEMSHIM_BUILD_DIR"])
-here = pathlib.Path(__file__).parent
-shim = build / "lib" / "libgpumemshim.so"
-cli = build / "bin" / "gpumemshim"
-reports = work / "reports"
-reports.mkdir(exist_ok=True)
-failed = []
-MIB = 1 << 20
-
-
-def check(name, ok, detail=""):
-    print(f"{'PASS' if ok else 'FAIL'} {name} {detail}")
-    if not ok:
-        failed.append(name)
-
-
-def site_line(path, name):
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if line.rstrip().endswith((f"// site: {name}", f"# site: {name}")):
-            return n
-    raise SystemExit(f"no site {name}")
-
-
-def run(name, argv, env=None, shim_on=True):
-    e = dict(os.environ, **(env or {}))
-    tdir = work / "traces" / name
-    tdir.mkdir(parents=True, exist_ok=True)
-    if shim_on:
-        e["LD_PRELOAD"] = str(shim)
-        e["GPUMEMSHIM_OUTPUT"] = str(tdir / "t.%p.trace")
-    r = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=300)
-    return r, sorted(tdir.glob("*.trace*"))
-
-
-def report(name, traces):
-    r = subprocess.run([cli, "report", "--format", "json", *traces], capture_output=True, text=True)
-    (reports / f"{name}.json").write_text(r.stdout or r.stderr)
-    if r.returncode != 0:
-        print(r.stderr)
-        return None
-    text = subprocess.run([cli, "report", *traces], capture_output=True, text=True).stdout
-    (reports / f"{name}.txt").write_text(text)
-    return json.loads(r.stdout)
+from gpu_checks import MIB, check, finish, here, report, run, site_line, work
 
 
 def api_counts(rep):
@@ -158,5 +113,4 @@ print(f"{'cudart':>7} {'depth':>5} {'bare ns':>9} {'no stacks':>10} {'native':>9
 for cudart, depth, m in rows:
     b, n0, s = m["bare"], m["shim, no stacks"], m["shim, native stacks"]
     print(f"{cudart:>7} {depth:>5} {b:>9.0f} {n0:>10.0f} {s:>9.0f} {100 * (n0 - b) / b:>10.1f}% {100 * (s - b) / b:>8.1f}%")
-print(f"== {len(failed)} failed: {failed}")
-sys.exit(1 if failed else 0)
+finish()

@@ -8,51 +8,7 @@ import pathlib
 import subprocess
 import sys
 
-work, out = map(pathlib.Path, sys.argv[1:3])
-build = pathlib.Path(os.environ["GPUMEMSHIM_BUILD_DIR"])
-here = pathlib.Path(__file__).parent
-shim = build / "lib" / "libgpumemshim.so"
-cli = build / "bin" / "gpumemshim"
-reports = work / "reports"
-reports.mkdir(parents=True, exist_ok=True)
-failed = []
-
-
-def check(name, ok, detail=""):
-    print(f"{'PASS' if ok else 'FAIL'} {name} {detail}", flush=True)
-    if not ok:
-        failed.append(name)
-
-
-def site_line(path, name):
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if line.rstrip().endswith(f"# site: {name}"):
-            return n
-    raise SystemExit(f"no site {name}")
-
-
-def run(name, argv, env=None, shim_on=True, record=False):
-    e = dict(os.environ, **(env or {}))
-    tdir = work / "traces" / name
-    tdir.mkdir(parents=True, exist_ok=True)
-    if record:
-        argv = [str(cli), "record", "-o", str(tdir / "rank%r.%p.trace"), "--", *map(str, argv)]
-    elif shim_on:
-        e["LD_PRELOAD"] = str(shim)
-        e["GPUMEMSHIM_OUTPUT"] = str(tdir / "t.%p.trace")
-    r = subprocess.run([str(a) for a in argv], env=e, capture_output=True, text=True, timeout=600)
-    return r, sorted(tdir.glob("*.trace*"))
-
-
-def report(name, traces):
-    r = subprocess.run([cli, "report", "--format", "json", *traces], capture_output=True, text=True)
-    (reports / f"{name}.json").write_text(r.stdout or r.stderr)
-    text = subprocess.run([cli, "report", *traces], capture_output=True, text=True).stdout
-    (reports / f"{name}.txt").write_text(text)
-    if r.returncode != 0:
-        print(r.stderr)
-        return None
-    return json.loads(r.stdout)
+from gpu_checks import check, finish, here, report, run, shim, site_line, work
 
 
 def script_frames(stack, script):
@@ -127,8 +83,7 @@ ddp = here / "ddp_ranks.py"
 if only_overhead:
     rc = subprocess.run([sys.executable, here / "run_overhead.py", str(shim), str(work / "overhead.json"), os.environ.get("GMS_OVERHEAD_ROUNDS", "4"), "60"]).returncode
     check("overhead: measured", rc == 0 and (work / "overhead.json").exists())
-    print(f"== {len(failed)} failed: {failed}")
-    sys.exit(1 if failed else 0)
+    finish()
 torchrun = pathlib.Path(sys.executable).parent / "torchrun"
 launcher = [torchrun] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
 r, traces = run("ddp_gloo", [*launcher, "--nproc-per-node", "2", ddp, "gloo"], record=True)
@@ -144,9 +99,7 @@ if rep:
 
 # (d) overhead, last: the longest.
 if skip_overhead:
-    print(f"== {len(failed)} failed: {failed}")
-    sys.exit(1 if failed else 0)
+    finish()
 rc = subprocess.run([sys.executable, here / "run_overhead.py", str(shim), str(work / "overhead.json"), os.environ.get("GMS_OVERHEAD_ROUNDS", "5"), "60"]).returncode
 check("overhead: measured", rc == 0 and (work / "overhead.json").exists())
-print(f"== {len(failed)} failed: {failed}")
-sys.exit(1 if failed else 0)
+finish()
