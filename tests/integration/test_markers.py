@@ -141,6 +141,25 @@ def test_report_markers_are_capped(run, tmp_path):
     assert report["markers"][-1]["name"] == "9999"
 
 
+def test_long_marker_names_are_cut_not_dropped(run, tmp_path):
+    # A record must fit the thread's scratch: names are cut to 1024 bytes (a dropped range push
+    # would leave its pop unmatched), through the marker API and NVTX alike.
+    script = tmp_path / "long.py"
+    script.write_text("import gpumemshim\ngpumemshim.mark('m' * 3000)\ngpumemshim.mark('short')\n")
+    r = run.program([sys.executable, script], PYTHONPATH=PYTHON_PKG)
+    assert r.returncode == 0, r.stderr
+    [trace] = run.traces()
+    assert markers(run.report(trace)) == [("mark", "m" * 1024), ("mark", "short")]
+
+
+@needs_nvtx
+def test_long_nvtx_names_are_cut_not_dropped(run):
+    r = run.program([NVTX_APP, 1, "long"])
+    assert r.returncode == 0, r.stderr
+    [trace] = run.traces()
+    assert markers(run.report(trace)) == nvtx_expected(1)[:-1] + [("mark", "n" * 1024), ("mark", "done")]
+
+
 PAUSE_APP = """
 import ctypes, sys
 import gpumemshim
