@@ -38,10 +38,10 @@ namespace {
 // Timed events are replayed in time order (ties: file order). Each thread's records are in order
 // in the file, but the shim writes per-thread buffers: across threads a free can come after the
 // next allocation of the same address. The first pass replays while reading through a bounded
-// per-thread merge (stream_order.h); only when the file is too far out of order for it does a
-// second pass collect every event and replay them in the order of a stable sort by time, found by
-// merging the threads' runs (time_order.h). Both queue a pointer to the record, not the decoded
-// record: a record is decoded once, when it is replayed, and the queue moves 8 bytes per event.
+// window of events put in time order by rounds (stream_order.h); only when the file is too far out
+// of order for it does a second pass collect every event and replay them in the order of a stable
+// sort by time, found by merging the threads' runs (time_order.h). Both queue a pointer to the
+// record, not the decoded record: a record is decoded once, when it is replayed.
 using RecordPtr = const uint8_t*;  // a timed record's first byte (its type) in the mapped file
 
 // The time and stream (thread) of a timed record: its payload's first fields.
