@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <string_view>
 
 #include "gpumemshim/analyzer/analysis.h"
 #include "gpumemshim/analyzer/stack_view.h"
@@ -47,6 +48,18 @@ void add(Summary& total, const Summary& s) {
     total.by_kind[k].live_bytes += s.by_kind[k].live_bytes;
     total.by_kind[k].peak_bytes += s.by_kind[k].peak_bytes;
   }
+}
+
+// Marks a finding suppressed when an entry for its kind matches its stack, counting the hit (with
+// `bytes`); true when it did.
+template <typename Finding>
+bool suppress(Suppressions* suppressions, std::string_view kind, Finding& f, uint64_t bytes) {
+  int hit = suppressions ? suppressions->match(kind, f.stack) : -1;
+  if (hit < 0) return false;
+  f.suppressed = true;
+  f.suppressed_by = suppressions->entries()[static_cast<size_t>(hit)].pattern;
+  suppressions->record_hit(hit, bytes);
+  return true;
 }
 
 }  // namespace
@@ -101,11 +114,7 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
       p.summary.cached_bytes += g.bytes;
       continue;
     }
-    int hit = suppressions ? suppressions->match(g.kind, g.stack) : -1;
-    if (hit >= 0) {
-      g.suppressed = true;
-      g.suppressed_by = suppressions->entries()[static_cast<size_t>(hit)].pattern;
-      suppressions->record_hit(hit, g.bytes);
+    if (suppress(suppressions, g.kind, g, g.bytes)) {
       if (g.kind == "leak") {
         p.summary.suppressed_bytes += g.bytes;
         p.summary.suppressed_allocations += g.count;
@@ -118,22 +127,10 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
     }
   }
   p.growth = find_growth(trace, stacks);
-  for (Growth& g : p.growth) {
-    int hit = suppressions ? suppressions->match("growth", g.stack) : -1;
-    if (hit < 0) continue;
-    g.suppressed = true;
-    g.suppressed_by = suppressions->entries()[static_cast<size_t>(hit)].pattern;
-    suppressions->record_hit(hit, 0);
-  }
+  for (Growth& g : p.growth) suppress(suppressions, "growth", g, 0);
   p.fragmentation = find_fragmentation(trace, stacks);
   for (DeviceFragmentation& d : p.fragmentation)
-    for (OomFinding& o : d.ooms) {
-      int hit = suppressions ? suppressions->match("fragmentation", o.stack) : -1;
-      if (hit < 0) continue;
-      o.suppressed = true;
-      o.suppressed_by = suppressions->entries()[static_cast<size_t>(hit)].pattern;
-      suppressions->record_hit(hit, 0);
-    }
+    for (OomFinding& o : d.ooms) suppress(suppressions, "fragmentation", o, 0);
   for (const FailureEvent& f : trace.replay.failures())
     p.failures.push_back(Failure{f, trace.process.pid, stacks.frames(f.stack_id)});
   p.peak_in_step_bytes = trace.replay.peak_in_step_bytes();
