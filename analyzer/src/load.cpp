@@ -1,6 +1,7 @@
 #include "gpumemshim/analyzer/load.h"
 
 #include <algorithm>
+#include <array>
 #include <initializer_list>
 #include <string_view>
 #include <span>
@@ -129,28 +130,20 @@ class TimedReplay {
     switch (raw.type) {
       case RecordType::kAlloc: {
         auto r = decode_or_throw<fmtr::AllocRecord>(path_, raw);
-        auto api = static_cast<uint8_t>(r.api);
-        if (api < fmtr::kApiCount) {
-          ++t_.stats.allocs_by_api[api];
-          t_.stats.bytes_by_api[api] += r.size;
-        } else {
-          ++t_.stats.unknown_api;
-        }
+        if (count_api(t_.stats.allocs_by_api, r.api)) t_.stats.bytes_by_api[static_cast<uint8_t>(r.api)] += r.size;
         r.stack_id = backward_.attribute(r.thread_id, r.stack_id);
         t_.replay.alloc(r);
         break;
       }
       case RecordType::kFree: {
         auto r = decode_or_throw<fmtr::FreeRecord>(path_, raw);
-        auto api = static_cast<uint8_t>(r.api);
-        if (api < fmtr::kApiCount) ++t_.stats.frees_by_api[api]; else ++t_.stats.unknown_api;
+        count_api(t_.stats.frees_by_api, r.api);
         t_.replay.free(r);
         break;
       }
       case RecordType::kAllocFailed: {
         auto r = decode_or_throw<fmtr::AllocFailedRecord>(path_, raw);
-        auto api = static_cast<uint8_t>(r.api);
-        if (api < fmtr::kApiCount) ++t_.stats.failed_by_api[api]; else ++t_.stats.unknown_api;
+        count_api(t_.stats.failed_by_api, r.api);
         r.stack_id = backward_.attribute(r.thread_id, r.stack_id);
         t_.replay.failed(r);
         break;
@@ -173,6 +166,17 @@ class TimedReplay {
   }
 
  private:
+  // One more call of `api` in `by_api`; false (and counted as unknown) for an api out of range.
+  bool count_api(std::array<uint64_t, fmtr::kApiCount>& by_api, fmtr::Api api) {
+    auto i = static_cast<uint8_t>(api);
+    if (i >= fmtr::kApiCount) {
+      ++t_.stats.unknown_api;
+      return false;
+    }
+    ++by_api[i];
+    return true;
+  }
+
   // The record at `rec`, framed again (the reader checked its head when it was read).
   fmtr::RawRecord frame(RecordPtr rec) const {
     fmtr::ByteReader r(rec + 1, static_cast<size_t>(bytes_.data() + bytes_.size() - rec - 1));
