@@ -29,7 +29,6 @@ uint32_t Replay::site_of(const RawSite& s, int32_t device) {
     sites_.push_back(s);
     site_live_.push_back(0);
     site_device_.push_back(device);
-    site_in_timeline_.push_back(!s.torch_block && is_device_memory_kind(s.kind));
     site_peak_.push_back(0);
   } else if (site_device_[*index] != device) {
     site_device_[*index] = -1;
@@ -43,7 +42,7 @@ void Replay::site_add(uint32_t site, uint64_t bytes) {
   site_peak_[site] = std::max(site_peak_[site], now);
   step_sampler_.touch(site);
   time_sampler_.touch(site);
-  if (site_in_timeline_[site]) timeline_.site_changed(site, now);
+  if (is_timeline_site(site)) timeline_.site_changed(site, now);
   if (site < group_of_.size()) group_change(site, now - bytes, now);
 }
 
@@ -52,7 +51,7 @@ void Replay::site_sub(uint32_t site, uint64_t bytes) {
   uint64_t now = site_live_[site] -= bytes;
   step_sampler_.touch(site);
   time_sampler_.touch(site);
-  if (site_in_timeline_[site]) timeline_.site_changed(site, now);
+  if (is_timeline_site(site)) timeline_.site_changed(site, now);
   if (site < group_of_.size()) group_change(site, now + bytes, now);
 }
 

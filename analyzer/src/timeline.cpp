@@ -139,8 +139,7 @@ Timeline build_timeline(const LoadedTrace& trace, size_t max_samples, size_t top
   };
 
   tl.has_torch = replay.summary().torch.events > 0;
-  for (uint64_t t : replay.step_times())
-    if (tl.steps_ns.size() < kMaxTimelineSteps) tl.steps_ns.push_back(t);
+  tl.steps_ns = replay.step_times();  // already the first kMaxTimelineSteps
   tl.peak_bytes = replay.summary().peak_bytes;
   tl.peak_time_ns = replay.peak_time_ns();
   const std::vector<uint64_t>& live_now = replay.site_live();

@@ -152,7 +152,9 @@ class Replay {
 
   // For the timeline (timeline.h), gathered in the same pass. A timeline site is a raw site of
   // device memory (not a tensor block): the sites that make up live device bytes.
-  bool is_timeline_site(uint32_t site) const { return site_in_timeline_[site] != 0; }
+  bool is_timeline_site(uint32_t site) const {
+    return !sites_[site].torch_block && is_device_memory_kind(sites_[site].kind);
+  }
   const TimelineSampler& timeline_samples() const { return timeline_; }
   uint64_t site_peak(uint32_t site) const { return site_peak_[site]; }  // its own highest live bytes
   const std::vector<uint64_t>& step_times() const { return step_times_; }  // the first kMaxStepTimes
@@ -194,7 +196,6 @@ class Replay {
   FlatMap<RawSite, uint32_t, RawSiteHash> site_index_;
   std::vector<uint64_t> site_live_;
   std::vector<int32_t> site_device_;
-  std::vector<uint8_t> site_in_timeline_;
   std::vector<uint64_t> site_peak_;
   TimelineSampler timeline_;
   std::vector<uint64_t> step_times_;

@@ -45,9 +45,9 @@ struct Timeline {
   std::vector<PeakSite> at_peak;  // sites alive at the (first) peak, bytes descending
 };
 
-inline constexpr size_t kMaxTimelineSamples = 2000;
+inline constexpr size_t kMaxTimelineSamples = 2 * (TimelineSampler::kMaxBuckets + 1);  // 2000
 inline constexpr size_t kTimelineTopSites = 8;
-inline constexpr size_t kMaxTimelineSteps = 10000;
+inline constexpr size_t kMaxTimelineSteps = Replay::kMaxStepTimes;
 
 // From the loaded trace's replay (no second read of the file unless a call site is made of
 // several raw stacks: see timeline.cpp).

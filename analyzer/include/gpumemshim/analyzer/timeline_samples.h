@@ -39,7 +39,7 @@ void halve_buckets(std::vector<SampledBucket>& buckets);
 
 class TimelineSampler {
  public:
-  static constexpr size_t kMaxBuckets = 999;     // kMaxTimelineSamples / 2 - 1
+  static constexpr size_t kMaxBuckets = 999;  // two samples each, with the first and last: 2000
   static constexpr unsigned kFirstWidthShift = 14;  // 16 µs
   static constexpr uint64_t kFirstWidthNs = uint64_t{1} << kFirstWidthShift;
 
