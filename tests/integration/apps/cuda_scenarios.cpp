@@ -2,6 +2,7 @@
 // as a real application links the real one. Each scenario exercises one promise of the shim; lines
 // marked "site:" are looked up by the tests to check reported file:line.
 #include <fakecuda/cuda_runtime_api.h>
+#include "check_cuda.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,13 +16,6 @@
 namespace {
 
 constexpr size_t kMiB = 1 << 20;
-
-void check(cudaError_t rc, const char* what) {
-  if (rc != cudaSuccess) {
-    std::fprintf(stderr, "%s failed: %d\n", what, static_cast<int>(rc));
-    std::exit(3);
-  }
-}
 
 __attribute__((noinline)) void* make_buffer(size_t bytes) {
   void* p = nullptr;

@@ -6,6 +6,7 @@
 //   findings_app growth N | steady N | retained N | region N | peak N | timegrowth N | frag | cache
 #include <dlfcn.h>
 #include <fakecuda/cuda_runtime_api.h>
+#include "check_cuda.h"
 #include <unistd.h>
 
 #include <cstdint>
@@ -21,13 +22,6 @@ using TorchEventFn = void (*)(int action, int device, uint64_t address, uint64_t
 
 NameFn step_fn, region_begin_fn, region_end_fn;
 TorchEventFn torch_fn;
-
-void check(cudaError_t rc, const char* what) {
-  if (rc != cudaSuccess) {
-    std::fprintf(stderr, "%s failed: %d\n", what, static_cast<int>(rc));
-    std::exit(3);
-  }
-}
 
 void* cuda_alloc(size_t bytes) {
   void* p = nullptr;

@@ -6,6 +6,7 @@
 //   nvtx_app N steps        each iteration inside a range "Step <i>" that also keeps 4096 bytes
 //   nvtx_app N steps+api    ... and calls gpumemshim_step() after each iteration from i == 2 on
 #include <fakecuda/cuda_runtime_api.h>
+#include "check_cuda.h"
 #include <nvtx3/nvToolsExt.h>
 
 #include <dlfcn.h>
@@ -17,13 +18,6 @@
 #include <vector>
 
 namespace {
-
-void check(cudaError_t rc, const char* what) {
-  if (rc != cudaSuccess) {
-    std::fprintf(stderr, "%s failed: %d\n", what, static_cast<int>(rc));
-    std::exit(3);
-  }
-}
 
 int push_ex(const char* name) {
   nvtxEventAttributes_t a{};

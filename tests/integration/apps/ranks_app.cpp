@@ -3,6 +3,7 @@
 // peak, and the rank named by LEAK_RANK leaks one buffer. Lines marked "site:" are looked up by the
 // tests.
 #include <fakecuda/cuda_runtime_api.h>
+#include "check_cuda.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -11,13 +12,6 @@
 namespace {
 
 constexpr size_t kMiB = 1 << 20;
-
-void check(cudaError_t rc, const char* what) {
-  if (rc != cudaSuccess) {
-    std::fprintf(stderr, "%s failed: %d\n", what, static_cast<int>(rc));
-    std::exit(3);
-  }
-}
 
 __attribute__((noinline)) void* model_weights() {
   void* p = nullptr;
