@@ -271,3 +271,50 @@ TEST(FormatRoundTrip, TorchEventUnknownActionDecodes) {
   EXPECT_EQ(static_cast<int>(out.action), 9);
   EXPECT_EQ(out.size, 64u);
 }
+
+// The word-at-a-time varint (ten bytes readable) and the byte-by-byte one near the end of the
+// readable memory must agree on every length, on values that overflow 64 bits and on varints that
+// run past the record.
+TEST(FormatVarint, FastAndCarefulPathsAgree) {
+  std::vector<uint64_t> values{0, 1, 127, 128, 300, UINT64_MAX, UINT64_MAX - 1, 1ull << 63};
+  for (int bits = 1; bits <= 64; ++bits) {
+    values.push_back((bits == 64 ? 0 : (1ull << bits)) - 1);
+    values.push_back((1ull << (bits - 1)) | (0x5a5a5a5a5a5a5a5aull & ((1ull << (bits - 1)) - 1)));
+  }
+  for (uint64_t v : values) {
+    uint8_t buf[32] = {};
+    gf::ByteWriter w(buf, sizeof buf);
+    w.varint(v);
+    w.varint(v ^ 0x3c);  // a second one right behind
+    const size_t n = w.size();
+    // Fast: lots of readable memory after the two varints.
+    gf::ByteReader fast(buf, n, buf + sizeof buf);
+    EXPECT_EQ(fast.varint(), v);
+    EXPECT_EQ(fast.varint(), v ^ 0x3c);
+    EXPECT_FALSE(fast.failed());
+    EXPECT_EQ(fast.remaining(), 0u);
+    // Careful: the readable memory ends with the span.
+    gf::ByteReader careful(buf, n);
+    EXPECT_EQ(careful.varint(), v);
+    EXPECT_EQ(careful.varint(), v ^ 0x3c);
+    EXPECT_FALSE(careful.failed());
+    // Cut one byte short: the second varint runs past the span on both paths.
+    gf::ByteReader cut_fast(buf, n - 1, buf + sizeof buf), cut_careful(buf, n - 1);
+    cut_fast.varint();
+    cut_careful.varint();
+    EXPECT_EQ(cut_fast.varint(), 0u);
+    EXPECT_EQ(cut_careful.varint(), 0u);
+    EXPECT_TRUE(cut_fast.failed());
+    EXPECT_TRUE(cut_careful.failed());
+  }
+  // Eleven continuation bytes, and a tenth byte carrying more than bit 63: same on both paths.
+  const uint8_t too_long[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+  const uint8_t overflow[16] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x03};
+  for (const uint8_t* bytes : {too_long, overflow}) {
+    gf::ByteReader fast(bytes, 11, bytes + 16), careful(bytes, 11);
+    uint64_t a = fast.varint(), b = careful.varint();
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(fast.failed(), careful.failed());
+    EXPECT_EQ(fast.remaining(), careful.remaining());
+  }
+}
