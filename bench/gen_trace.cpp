@@ -4,7 +4,11 @@
 // reused after their free, step markers, a few leaks, and the file order the shim produces (each
 // thread's records in per-thread batches, so time is out of order across threads within a flush).
 //
-//   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps]
+//   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks]
+//
+// --twin-stacks: the second half of the stacks repeat the first half's frames under other ids (as
+// when one line is reached through different shim frames or Python callers): their call sites
+// then group two raw stacks each, and the timeline needs the peaks of their sums.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -96,7 +100,7 @@ uint64_t arg_u64(int& i, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps]\n");
+    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks]\n");
     return 2;
   }
   const char* path = argv[1];
@@ -104,6 +108,7 @@ int main(int argc, char** argv) {
   uint64_t threads = 16, stacks = 3000, seed = 42;
   int64_t rank = -1;
   bool steps = true;  // --no-steps: no step markers (growth then falls back to time buckets)
+  bool twins = false;
   for (int i = 3; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--threads") threads = arg_u64(i, argc, argv);
@@ -111,6 +116,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") seed = arg_u64(i, argc, argv);
     else if (a == "--rank") rank = static_cast<int64_t>(arg_u64(i, argc, argv));
     else if (a == "--no-steps") steps = false;
+    else if (a == "--twin-stacks") twins = true;
     else {
       std::fprintf(stderr, "gen_trace: unknown option %s\n", argv[i]);
       return 2;
@@ -128,12 +134,16 @@ int main(int argc, char** argv) {
   // Stacks: 8..32 frames in one module, sharing outer frames like a real program's call tree.
   std::vector<uint64_t> stack_ids(stacks);
   {
-    std::vector<uint64_t> frames;
+    std::vector<std::vector<uint64_t>> all(stacks);
     for (uint64_t s = 0; s < stacks; ++s) {
-      size_t depth = 8 + rng.below(25);
-      frames.clear();
-      for (size_t f = 0; f < depth; ++f)
-        frames.push_back(0x400000 + (f < 4 ? rng.below(0x200000) : 0x1000 * (f * 7 + s % (f + 3))));
+      std::vector<uint64_t>& frames = all[s];
+      if (twins && s >= stacks - stacks / 2) {
+        frames = all[s - (stacks - stacks / 2)];
+      } else {
+        size_t depth = 8 + rng.below(25);
+        for (size_t f = 0; f < depth; ++f)
+          frames.push_back(0x400000 + (f < 4 ? rng.below(0x200000) : 0x1000 * (f * 7 + s % (f + 3))));
+      }
       stack_ids[s] = rng.next() | 1;  // a 64-bit hash in a real trace: 9-10 byte varints
       out.put(gf::StackRecord{stack_ids[s], static_cast<uint32_t>(frames.size()), frames.data()});
     }

@@ -42,7 +42,10 @@ void Replay::site_add(uint32_t site, uint64_t bytes) {
   site_peak_[site] = std::max(site_peak_[site], now);
   step_sampler_.touch(site);
   time_sampler_.touch(site);
-  if (is_timeline_site(site)) timeline_.site_changed(site, now);
+  if (is_timeline_site(site)) {
+    timeline_.site_changed(site, now);
+    log_site_change(site, static_cast<int64_t>(bytes));
+  }
   if (site < group_of_.size()) group_change(site, now - bytes, now);
 }
 
@@ -51,7 +54,10 @@ void Replay::site_sub(uint32_t site, uint64_t bytes) {
   uint64_t now = site_live_[site] -= bytes;
   step_sampler_.touch(site);
   time_sampler_.touch(site);
-  if (is_timeline_site(site)) timeline_.site_changed(site, now);
+  if (is_timeline_site(site)) {
+    timeline_.site_changed(site, now);
+    log_site_change(site, -static_cast<int64_t>(bytes));
+  }
   if (site < group_of_.size()) group_change(site, now + bytes, now);
 }
 
@@ -62,6 +68,20 @@ void Replay::set_site_groups(std::vector<uint32_t> group_of) {
   group_of_ = std::move(group_of);
   group_live_.assign(groups, 0);
   group_peak_.assign(groups, 0);
+}
+
+std::vector<uint64_t> Replay::group_peaks_from_log(const std::vector<uint32_t>& group_of) const {
+  uint32_t groups = 0;
+  for (uint32_t g : group_of)
+    if (g != UINT32_MAX) groups = std::max(groups, g + 1);
+  std::vector<uint64_t> live(groups, 0), peak(groups, 0);
+  for (const SiteChange& c : site_log_) {
+    if (c.site >= group_of.size() || group_of[c.site] == UINT32_MAX) continue;
+    const uint32_t g = group_of[c.site];
+    live[g] += static_cast<uint64_t>(c.delta);  // wraps back exactly like the replay's unsigned sums
+    peak[g] = std::max(peak[g], live[g]);
+  }
+  return peak;
 }
 
 void Replay::group_change(uint32_t site, uint64_t before, uint64_t after) {

@@ -102,15 +102,17 @@ CallSites call_sites(const LoadedTrace& trace) {
   return cs;
 }
 
-// Each call site's own peak: its raw site's, or (grouped) the sum's, from a replay that tracks it.
+// Each call site's own peak: its raw site's, or (grouped) the sum's: from the replay's log of site
+// changes when it is complete, else from a second replay that tracks the groups.
 void set_site_peaks(const LoadedTrace& trace, CallSites& cs) {
   if (!cs.grouped) {
     for (uint32_t raw = 0; raw < cs.of_raw.size(); ++raw)
       if (cs.of_raw[raw] != UINT32_MAX) cs.sites[cs.of_raw[raw]].peak_bytes = trace.replay.site_peak(raw);
     return;
   }
-  LoadedTrace again = load_trace(trace.path, cs.of_raw);
-  const std::vector<uint64_t>& peaks = again.replay.group_peaks();
+  std::vector<uint64_t> peaks;
+  if (trace.replay.site_log_complete()) peaks = trace.replay.group_peaks_from_log(cs.of_raw);
+  else peaks = load_trace(trace.path, cs.of_raw).replay.group_peaks();
   for (size_t i = 0; i < cs.sites.size() && i < peaks.size(); ++i) cs.sites[i].peak_bytes = peaks[i];
 }
 

@@ -165,6 +165,12 @@ class Replay {
   // highest sum of live bytes is then tracked (the timeline's sites that symbolize alike).
   void set_site_groups(std::vector<uint32_t> group_of);
   const std::vector<uint64_t>& group_peaks() const { return group_peak_; }
+  // The same peaks computed after the replay, from its log of timeline-site changes, when the log
+  // is complete (at most kMaxSiteLog changes): no second read of the trace. Real traces group raw
+  // stacks that differ only in the shim's own frames into one call site, so this is the usual case.
+  static constexpr size_t kMaxSiteLog = size_t{1} << 20;  // 16 MiB of log at most
+  bool site_log_complete() const { return site_log_on_; }
+  std::vector<uint64_t> group_peaks_from_log(const std::vector<uint32_t>& group_of) const;
 
  private:
   void forget(const LiveAlloc& a);  // takes a live allocation out of every count (not the map)
@@ -191,6 +197,15 @@ class Replay {
                     torch ? torch_allocated_bytes() : 0);
   }
   void group_change(uint32_t site, uint64_t before, uint64_t after);
+  void log_site_change(uint32_t site, int64_t delta) {
+    if (!site_log_on_) return;
+    if (site_log_.size() == kMaxSiteLog) {  // too long: the timeline reads the trace again instead
+      site_log_on_ = false;
+      site_log_ = {};
+      return;
+    }
+    site_log_.push_back(SiteChange{site, delta});
+  }
 
   std::vector<RawSite> sites_;
   FlatMap<RawSite, uint32_t, RawSiteHash> site_index_;
@@ -200,6 +215,12 @@ class Replay {
   TimelineSampler timeline_;
   std::vector<uint64_t> step_times_;
   std::vector<uint32_t> group_of_;
+  struct SiteChange {
+    uint32_t site;
+    int64_t delta;
+  };
+  std::vector<SiteChange> site_log_;  // timeline sites' changes in replay order (log_site_change)
+  bool site_log_on_ = true;
   std::vector<uint64_t> group_live_, group_peak_;
   uint64_t in_step_ = 0, peak_in_step_ = 0;  // device bytes allocated in the current step, live
   uint64_t torch_in_step_ = 0, torch_peak_ = 0, torch_peak_in_step_ = 0;
