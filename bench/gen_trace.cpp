@@ -4,8 +4,10 @@
 // reused after their free, step markers, a few leaks, and the file order the shim produces (each
 // thread's records in per-thread batches, so time is out of order across threads within a flush).
 //
-//   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks]
+//   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch]
 //
+// --torch: the allocations and frees are PyTorch caching-allocator tensor events (TorchEvent alloc /
+// free_completed, as the bridge writes them) instead of cudaMalloc/cudaFree.
 // --twin-stacks: the second half of the stacks repeat the first half's frames under other ids (as
 // when one line is reached through different shim frames or Python callers): their call sites
 // then group two raw stacks each, and the timeline needs the peaks of their sums.
@@ -100,7 +102,7 @@ uint64_t arg_u64(int& i, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks]\n");
+    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch]\n");
     return 2;
   }
   const char* path = argv[1];
@@ -109,6 +111,7 @@ int main(int argc, char** argv) {
   int64_t rank = -1;
   bool steps = true;  // --no-steps: no step markers (growth then falls back to time buckets)
   bool twins = false;
+  bool torch = false;
   for (int i = 3; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--threads") threads = arg_u64(i, argc, argv);
@@ -117,6 +120,7 @@ int main(int argc, char** argv) {
     else if (a == "--rank") rank = static_cast<int64_t>(arg_u64(i, argc, argv));
     else if (a == "--no-steps") steps = false;
     else if (a == "--twin-stacks") twins = true;
+    else if (a == "--torch") torch = true;
     else {
       std::fprintf(stderr, "gen_trace: unknown option %s\n", argv[i]);
       return 2;
@@ -187,8 +191,11 @@ int main(int argc, char** argv) {
       Live l = t.live[k];
       t.live[k] = t.live.back();
       t.live.pop_back();
-      emit(t, gf::FreeRecord{time, t.tid, -1, 0, gf::Api::kCudaFree, gf::MemoryKind::kDevice, l.address,
-                             0, 0});
+      if (torch)
+        emit(t, gf::TorchEventRecord{time, t.tid, 0, 0, gf::TorchAction::kFreeCompleted, l.address, l.size, 0});
+      else
+        emit(t, gf::FreeRecord{time, t.tid, -1, 0, gf::Api::kCudaFree, gf::MemoryKind::kDevice, l.address,
+                               0, 0});
       free_slots.push_back((l.address - 0x7f0000000000ull) >> 21);
     } else {
       // Skewed site choice: half the allocations from 1% of the sites.
@@ -203,8 +210,12 @@ int main(int argc, char** argv) {
         slot = next_slot++;
       }
       uint64_t address = slot_address(slot);
-      emit(t, gf::AllocRecord{time, t.tid, 0, 0x5000 + (t.tid & 3), gf::Api::kCudaMalloc,
-                              gf::MemoryKind::kDevice, address, size, stack_ids[s]});
+      if (torch)
+        emit(t, gf::TorchEventRecord{time, t.tid, 0, 0x5000 + (t.tid & 3), gf::TorchAction::kAlloc, address,
+                                     size, stack_ids[s]});
+      else
+        emit(t, gf::AllocRecord{time, t.tid, 0, 0x5000 + (t.tid & 3), gf::Api::kCudaMalloc,
+                                gf::MemoryKind::kDevice, address, size, stack_ids[s]});
       if (rng.below(1000) == 0) ++leaks;  // never freed: a leak
       else t.live.push_back(Live{address, s, size});
     }

@@ -289,14 +289,14 @@ void Replay::torch(const format::TorchEventRecord& r) {
   switch (r.action) {
     case format::TorchAction::kAlloc: {
       ++t.allocs;
-      auto [it, inserted] = torch_live_.try_emplace(r.address);
+      auto [slot, inserted] = torch_live_.try_emplace(r.address);
+      LiveAlloc& a = *slot;
       if (!inserted) {  // its free was missed: the new block replaces it
         --t.live_blocks;
-        t.live_block_bytes -= it->second.size;
-        site_sub(it->second.site, it->second.size);
-        torch_allocated(it->second.device, 0, it->second.size);
+        t.live_block_bytes -= a.size;
+        site_sub(a.site, a.size);
+        torch_allocated(a.device, 0, a.size);
       }
-      LiveAlloc& a = it->second;
       a = LiveAlloc{r.address, r.size, r.stack_id, r.time_ns, r.device, Api::kUnknown,
                     MemoryKind::kDevice, summary_.steps, true};
       a.site = site_of(RawSite{r.stack_id, Api::kUnknown, MemoryKind::kDevice, true}, r.device);
@@ -315,13 +315,14 @@ void Replay::torch(const format::TorchEventRecord& r) {
     }
     case format::TorchAction::kFreeCompleted: {
       ++t.frees;
-      if (auto it = torch_live_.find(r.address); it != torch_live_.end()) {
+      if (const size_t slot = torch_live_.find_slot(r.address); slot != torch_live_.kNone) {
+        const LiveAlloc& a = torch_live_.at_slot(slot);
         --t.live_blocks;
-        t.live_block_bytes -= it->second.size;
-        site_sub(it->second.site, it->second.size);
-        torch_allocated(it->second.device, 0, it->second.size);
-        if (it->second.step == summary_.steps) torch_in_step_ -= std::min(torch_in_step_, it->second.size);
-        torch_live_.erase(it);
+        t.live_block_bytes -= a.size;
+        site_sub(a.site, a.size);
+        torch_allocated(a.device, 0, a.size);
+        if (a.step == summary_.steps) torch_in_step_ -= std::min(torch_in_step_, a.size);
+        torch_live_.erase_slot(slot);  // last: a is the map's slot
       }
       break;
     }
@@ -387,8 +388,9 @@ TorchSnapshot Replay::snapshot(int32_t device, uint64_t time_ns) const {
   s.reserved_bytes = d.reserved;
   s.allocated_bytes = d.allocated;
   std::vector<std::pair<uint64_t, uint64_t>> blocks;
-  for (const auto& [address, a] : torch_live_)
+  torch_live_.for_each([&](uint64_t address, const LiveAlloc& a) {
     if (a.device == device) blocks.emplace_back(address, a.size);
+  });
   std::sort(blocks.begin(), blocks.end());
   auto b = blocks.begin();
   for (const auto& [start, size] : d.segments) {
@@ -422,7 +424,7 @@ std::vector<LiveAlloc> Replay::live() const {
   std::vector<LiveAlloc> out;
   out.reserve(live_.size() + torch_live_.size());
   live_.for_each([&out](const AddressKey&, const LiveAlloc& a) { out.push_back(a); });
-  for (const auto& [address, a] : torch_live_) out.push_back(a);
+  torch_live_.for_each([&out](uint64_t, const LiveAlloc& a) { out.push_back(a); });
   std::sort(out.begin(), out.end(), [](const LiveAlloc& x, const LiveAlloc& y) {
     if (x.time_ns != y.time_ns) return x.time_ns < y.time_ns;
     if (x.torch_block != y.torch_block) return y.torch_block;

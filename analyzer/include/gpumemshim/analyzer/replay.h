@@ -244,7 +244,10 @@ class Replay {
   std::vector<OomEvent> ooms_;
 
   FlatMap<AddressKey, LiveAlloc, AddressKeyHash> live_;
-  std::unordered_map<uint64_t, LiveAlloc> torch_live_;  // tensor blocks by address
+  struct AddressHash {
+    size_t operator()(uint64_t a) const noexcept { return static_cast<size_t>(a); }  // FlatMap mixes
+  };
+  FlatMap<uint64_t, LiveAlloc, AddressHash> torch_live_;  // tensor blocks by address
   Summary summary_;
   std::vector<FailureEvent> failures_;
   std::unordered_map<int32_t, std::pair<uint64_t, uint64_t>> meminfo_;  // device -> free, total
