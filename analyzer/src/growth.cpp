@@ -69,7 +69,7 @@ std::vector<uint64_t> SiteSampler::series(uint32_t site) const {
 TrendFit fit_trend(const std::vector<uint64_t>& x_all, const std::vector<uint64_t>& y_all) {
   TrendFit f;
   const size_t n_all = std::min(x_all.size(), y_all.size());
-  const size_t warmup = std::max<size_t>(1, n_all / 10);
+  const size_t warmup = trend_warmup(n_all);
   if (n_all < warmup + 4) return f;
   // At most 256 evenly spaced points keep the O(n^2) pairwise slopes cheap.
   const size_t n_fit = n_all - warmup;

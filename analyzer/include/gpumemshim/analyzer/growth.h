@@ -65,6 +65,8 @@ struct TrendFit {
 // Theil–Sen slope (median of pairwise slopes, at most 256 evenly spaced points) over the points
 // after the warm-up (the first 10%, at least 1). Fewer than 4 points left: points == 0.
 TrendFit fit_trend(const std::vector<uint64_t>& x, const std::vector<uint64_t>& y);
+// The points fit_trend leaves out at the start of n (the first 10%, at least 1).
+inline size_t trend_warmup(size_t n) { return n / 10 > 1 ? n / 10 : 1; }
 
 // Growth is reported only when the fit rises by at least one byte per boundary and this share of
 // its points agree with the line.
