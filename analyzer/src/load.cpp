@@ -238,13 +238,16 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
   EventQueue events;
   StreamingTimeOrder<RecordPtr> order;
   bool in_order = true;
-  uint64_t released = 0;
+  uint64_t released = 0, release_checked = 0;
   constexpr uint64_t kReleaseEvery = 32ull << 20;
   fmtr::RawRecord raw;
   for (;;) {
     if (!in_order) return false;
-    if (streaming && reader.offset() - released >= kReleaseEvery) {
-      // Up to the oldest record still queued: the queue points into the file.
+    if (streaming && reader.offset() - release_checked >= kReleaseEvery) {
+      // Up to the oldest record still queued: the queue points into the file. Checked once per
+      // kReleaseEvery bytes read, also when nothing could be released (the queue can hold events
+      // from far back: a scan per record would make the read quadratic).
+      release_checked = reader.offset();
       uint64_t upto = reader.offset();
       order.for_each_queued([&](RecordPtr rec) { upto = std::min(upto, static_cast<uint64_t>(rec - bytes.data())); });
       if (upto > released) {

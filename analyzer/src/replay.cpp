@@ -75,10 +75,12 @@ std::vector<uint64_t> Replay::group_peaks_from_log(const std::vector<uint32_t>& 
   for (uint32_t g : group_of)
     if (g != UINT32_MAX) groups = std::max(groups, g + 1);
   std::vector<uint64_t> live(groups, 0), peak(groups, 0);
-  for (const SiteChange& c : site_log_) {
-    if (c.site >= group_of.size() || group_of[c.site] == UINT32_MAX) continue;
-    const uint32_t g = group_of[c.site];
-    live[g] += static_cast<uint64_t>(c.delta);  // wraps back exactly like the replay's unsigned sums
+  for (const uint64_t change : site_log_) {
+    const auto site = static_cast<uint32_t>(change >> kDeltaBits);
+    const int64_t delta = static_cast<int64_t>(change << (64 - kDeltaBits)) >> (64 - kDeltaBits);
+    if (site >= group_of.size() || group_of[site] == UINT32_MAX) continue;
+    const uint32_t g = group_of[site];
+    live[g] += static_cast<uint64_t>(delta);  // wraps back exactly like the replay's unsigned sums
     peak[g] = std::max(peak[g], live[g]);
   }
   return peak;

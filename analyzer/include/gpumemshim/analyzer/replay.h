@@ -166,9 +166,10 @@ class Replay {
   void set_site_groups(std::vector<uint32_t> group_of);
   const std::vector<uint64_t>& group_peaks() const { return group_peak_; }
   // The same peaks computed after the replay, from its log of timeline-site changes, when the log
-  // is complete (at most kMaxSiteLog changes): no second read of the trace. Real traces group raw
-  // stacks that differ only in the shim's own frames into one call site, so this is the usual case.
-  static constexpr size_t kMaxSiteLog = size_t{1} << 20;  // 16 MiB of log at most
+  // is complete (at most kMaxSiteLog changes, sites below 2^24, changes below 2^39 bytes): no second
+  // read of the trace. Real traces group raw stacks that differ only in the shim's own frames into
+  // one call site, so this is the usual case.
+  static constexpr size_t kMaxSiteLog = size_t{1} << 21;  // 16 MiB of log at most
   bool site_log_complete() const { return site_log_on_; }
   std::vector<uint64_t> group_peaks_from_log(const std::vector<uint32_t>& group_of) const;
 
@@ -197,14 +198,19 @@ class Replay {
                     torch ? torch_allocated_bytes() : 0);
   }
   void group_change(uint32_t site, uint64_t before, uint64_t after);
+  // One change in 8 bytes: the site in the top 24 bits, the signed change in the low 40.
+  static constexpr int kDeltaBits = 40;
   void log_site_change(uint32_t site, int64_t delta) {
     if (!site_log_on_) return;
-    if (site_log_.size() == kMaxSiteLog) {  // too long: the timeline reads the trace again instead
+    constexpr int64_t kLimit = int64_t{1} << (kDeltaBits - 1);
+    if (site_log_.size() == kMaxSiteLog || site >= (1u << (64 - kDeltaBits)) || delta >= kLimit ||
+        delta <= -kLimit) {  // does not fit: the timeline reads the trace again instead
       site_log_on_ = false;
       site_log_ = {};
       return;
     }
-    site_log_.push_back(SiteChange{site, delta});
+    site_log_.push_back((uint64_t{site} << kDeltaBits) |
+                        (static_cast<uint64_t>(delta) & ((uint64_t{1} << kDeltaBits) - 1)));
   }
 
   std::vector<RawSite> sites_;
@@ -215,11 +221,7 @@ class Replay {
   TimelineSampler timeline_;
   std::vector<uint64_t> step_times_;
   std::vector<uint32_t> group_of_;
-  struct SiteChange {
-    uint32_t site;
-    int64_t delta;
-  };
-  std::vector<SiteChange> site_log_;  // timeline sites' changes in replay order (log_site_change)
+  std::vector<uint64_t> site_log_;  // timeline sites' changes in replay order (log_site_change)
   bool site_log_on_ = true;
   std::vector<uint64_t> group_live_, group_peak_;
   uint64_t in_step_ = 0, peak_in_step_ = 0;  // device bytes allocated in the current step, live
