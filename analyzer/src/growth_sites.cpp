@@ -69,13 +69,12 @@ std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks) {
 
   std::vector<Growth> out;
   for (auto& [key, s] : sites) {
-    // A site that ends no higher than where its fit starts is never reported (last_bytes <=
-    // first_bytes below): the O(n^2) fit is skipped for it, the result is the same.
+    // Growth ends higher than where its fit starts (after the warm-up, TrendFit's first_bytes):
+    // checked before the O(n^2) fit, which a site that does not rise never needs.
     const size_t warmup = trend_warmup(s.y.size());
     if (s.y.size() <= warmup || s.y.back() <= s.y[warmup]) continue;
     TrendFit f = fit_trend(x, s.y);
     if (f.points == 0 || f.slope < 1.0 || f.confidence < kMinGrowthConfidence) continue;
-    if (f.last_bytes <= f.first_bytes) continue;
     Growth g;
     g.id = site_id_of(std::get<0>(key), s.raw.api, s.raw.torch_block);
     g.basis = by_steps ? "steps" : "time";

@@ -46,7 +46,7 @@ void Replay::site_add(uint32_t site, uint64_t bytes) {
     timeline_.site_changed(site, now);
     log_site_change(site, static_cast<int64_t>(bytes));
   }
-  if (site < group_of_.size()) group_change(site, now - bytes, now);
+  if (site < group_of_.size()) group_change(site, bytes);
 }
 
 void Replay::site_sub(uint32_t site, uint64_t bytes) {
@@ -58,39 +58,36 @@ void Replay::site_sub(uint32_t site, uint64_t bytes) {
     timeline_.site_changed(site, now);
     log_site_change(site, -static_cast<int64_t>(bytes));
   }
-  if (site < group_of_.size()) group_change(site, now + bytes, now);
+  if (site < group_of_.size()) group_change(site, uint64_t{0} - bytes);
+}
+
+Replay::GroupSums::GroupSums(const std::vector<uint32_t>& group_of) {
+  uint32_t groups = 0;
+  for (uint32_t g : group_of)
+    if (g != UINT32_MAX) groups = std::max(groups, g + 1);
+  live.assign(groups, 0);
+  peak.assign(groups, 0);
 }
 
 void Replay::set_site_groups(std::vector<uint32_t> group_of) {
-  uint32_t groups = 0;
-  for (uint32_t g : group_of)
-    if (g != UINT32_MAX) groups = std::max(groups, g + 1);
+  groups_ = GroupSums(group_of);
   group_of_ = std::move(group_of);
-  group_live_.assign(groups, 0);
-  group_peak_.assign(groups, 0);
 }
 
 std::vector<uint64_t> Replay::group_peaks_from_log(const std::vector<uint32_t>& group_of) const {
-  uint32_t groups = 0;
-  for (uint32_t g : group_of)
-    if (g != UINT32_MAX) groups = std::max(groups, g + 1);
-  std::vector<uint64_t> live(groups, 0), peak(groups, 0);
+  GroupSums sums(group_of);
   for (const uint64_t change : site_log_) {
     const auto site = static_cast<uint32_t>(change >> kDeltaBits);
     const int64_t delta = static_cast<int64_t>(change << (64 - kDeltaBits)) >> (64 - kDeltaBits);
-    if (site >= group_of.size() || group_of[site] == UINT32_MAX) continue;
-    const uint32_t g = group_of[site];
-    live[g] += static_cast<uint64_t>(delta);  // wraps back exactly like the replay's unsigned sums
-    peak[g] = std::max(peak[g], live[g]);
+    if (site < group_of.size() && group_of[site] != UINT32_MAX)
+      sums.change(group_of[site], static_cast<uint64_t>(delta));
   }
-  return peak;
+  return sums.peak;
 }
 
-void Replay::group_change(uint32_t site, uint64_t before, uint64_t after) {
-  uint32_t g = group_of_[site];
-  if (g == UINT32_MAX) return;
-  group_live_[g] = group_live_[g] - before + after;
-  group_peak_[g] = std::max(group_peak_[g], group_live_[g]);
+void Replay::group_change(uint32_t site, uint64_t delta) {
+  const uint32_t g = group_of_[site];
+  if (g != UINT32_MAX) groups_.change(g, delta);
 }
 
 uint64_t Replay::torch_reserved_bytes() const {

@@ -1,5 +1,6 @@
 // Replays one process's alloc/free events: the live set, counters, peaks and failures.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -164,7 +165,7 @@ class Replay {
   // Groups of timeline sites (site -> group, UINT32_MAX: none), set before the replay: each group's
   // highest sum of live bytes is then tracked (the timeline's sites that symbolize alike).
   void set_site_groups(std::vector<uint32_t> group_of);
-  const std::vector<uint64_t>& group_peaks() const { return group_peak_; }
+  const std::vector<uint64_t>& group_peaks() const { return groups_.peak; }
   // The same peaks computed after the replay, from its log of timeline-site changes, when the log
   // is complete (at most kMaxSiteLog changes, sites below 2^24, changes below 2^39 bytes): no second
   // read of the trace. Real traces group raw stacks that differ only in the shim's own frames into
@@ -197,7 +198,18 @@ class Replay {
     timeline_.point(time_ns, live_device_bytes_, torch ? torch_reserved_bytes() : 0,
                     torch ? torch_allocated_bytes() : 0);
   }
-  void group_change(uint32_t site, uint64_t before, uint64_t after);
+  // Running sums of live bytes per group of sites and their highest values: kept during the replay
+  // (set_site_groups) or rebuilt afterwards from the site-change log (group_peaks_from_log).
+  struct GroupSums {
+    explicit GroupSums(const std::vector<uint32_t>& group_of = {});  // as many as the highest group
+    // Group g's bytes change by `delta` (modulo 2^64: a decrease is its negation).
+    void change(uint32_t g, uint64_t delta) {
+      live[g] += delta;
+      peak[g] = std::max(peak[g], live[g]);
+    }
+    std::vector<uint64_t> live, peak;
+  };
+  void group_change(uint32_t site, uint64_t delta);
   // One change in 8 bytes: the site in the top 24 bits, the signed change in the low 40.
   static constexpr int kDeltaBits = 40;
   void log_site_change(uint32_t site, int64_t delta) {
@@ -223,7 +235,7 @@ class Replay {
   std::vector<uint32_t> group_of_;
   std::vector<uint64_t> site_log_;  // timeline sites' changes in replay order (log_site_change)
   bool site_log_on_ = true;
-  std::vector<uint64_t> group_live_, group_peak_;
+  GroupSums groups_;
   uint64_t in_step_ = 0, peak_in_step_ = 0;  // device bytes allocated in the current step, live
   uint64_t torch_in_step_ = 0, torch_peak_ = 0, torch_peak_in_step_ = 0;
   uint64_t peak_time_ns_ = 0, torch_peak_time_ns_ = 0;
