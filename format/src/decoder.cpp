@@ -148,14 +148,15 @@ bool event_head(ByteReader& r, Rec& o) {
 bool decode(const RawRecord& raw, AllocRecord& o) {
   auto r = reader(raw);
   bool kind_ok = event_head(r, o);
-  o.address = r.varint(); o.size = r.varint(); o.stack_id = r.varint();
+  // the hot records' last fields change length from record to record (varint_varying)
+  o.address = r.varint_varying(); o.size = r.varint_varying(); o.stack_id = r.varint_varying();
   return kind_ok && !r.failed();
 }
 
 bool decode(const RawRecord& raw, FreeRecord& o) {
   auto r = reader(raw);
   bool kind_ok = event_head(r, o);
-  o.address = r.varint(); o.stack_id = r.varint();
+  o.address = r.varint_varying(); o.stack_id = r.varint_varying();
   o.result = static_cast<uint32_t>(r.varint());
   return kind_ok && !r.failed();
 }
@@ -178,7 +179,7 @@ bool decode(const RawRecord& raw, TorchEventRecord& o) {
   o.time_ns = r.varint(); o.thread_id = r.varint();
   o.device = static_cast<int32_t>(r.svarint()); o.stream = r.varint();
   o.action = static_cast<TorchAction>(r.u8());  // unknown values: for the reader to ignore
-  o.address = r.varint(); o.size = r.varint(); o.stack_id = r.varint();
+  o.address = r.varint_varying(); o.size = r.varint_varying(); o.stack_id = r.varint_varying();
   return !r.failed();
 }
 

@@ -298,23 +298,38 @@ TEST(FormatVarint, FastAndCarefulPathsAgree) {
     EXPECT_EQ(careful.varint(), v);
     EXPECT_EQ(careful.varint(), v ^ 0x3c);
     EXPECT_FALSE(careful.failed());
-    // Cut one byte short: the second varint runs past the span on both paths.
-    gf::ByteReader cut_fast(buf, n - 1, buf + sizeof buf), cut_careful(buf, n - 1);
+    // Branch-free length (varint_varying), with and without the 16 readable bytes it needs.
+    gf::ByteReader varying(buf, n, buf + sizeof buf), varying_near_end(buf, n);
+    EXPECT_EQ(varying.varint_varying(), v);
+    EXPECT_EQ(varying.varint_varying(), v ^ 0x3c);
+    EXPECT_EQ(varying_near_end.varint_varying(), v);
+    EXPECT_EQ(varying_near_end.varint_varying(), v ^ 0x3c);
+    EXPECT_FALSE(varying.failed() || varying_near_end.failed());
+    EXPECT_EQ(varying.remaining(), 0u);
+    // Cut one byte short: the second varint runs past the span on every path.
+    gf::ByteReader cut_fast(buf, n - 1, buf + sizeof buf), cut_careful(buf, n - 1),
+        cut_varying(buf, n - 1, buf + sizeof buf);
     cut_fast.varint();
     cut_careful.varint();
+    cut_varying.varint_varying();
     EXPECT_EQ(cut_fast.varint(), 0u);
     EXPECT_EQ(cut_careful.varint(), 0u);
+    EXPECT_EQ(cut_varying.varint_varying(), 0u);
     EXPECT_TRUE(cut_fast.failed());
     EXPECT_TRUE(cut_careful.failed());
+    EXPECT_TRUE(cut_varying.failed());
   }
   // Eleven continuation bytes, and a tenth byte carrying more than bit 63: same on both paths.
   const uint8_t too_long[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
   const uint8_t overflow[16] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x03};
   for (const uint8_t* bytes : {too_long, overflow}) {
-    gf::ByteReader fast(bytes, 11, bytes + 16), careful(bytes, 11);
-    uint64_t a = fast.varint(), b = careful.varint();
+    gf::ByteReader fast(bytes, 11, bytes + 16), careful(bytes, 11), varying(bytes, 11, bytes + 16);
+    uint64_t a = fast.varint(), b = careful.varint(), c = varying.varint_varying();
     EXPECT_EQ(a, b);
+    EXPECT_EQ(c, b);
     EXPECT_EQ(fast.failed(), careful.failed());
+    EXPECT_EQ(varying.failed(), careful.failed());
     EXPECT_EQ(fast.remaining(), careful.remaining());
+    EXPECT_EQ(varying.remaining(), careful.remaining());
   }
 }

@@ -1,6 +1,7 @@
 // LEB128 varints and a bounds-checked byte writer/reader. No allocation: the writer is used inside
 // the shim's hooks.
 #pragma once
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -74,6 +75,31 @@ class ByteReader {
     }
     return varint_near_end();
   }
+  // The same value as varint(), for fields whose byte count changes from record to record
+  // (addresses, sizes, stack hashes): the loop above then mispredicts its exit about once per
+  // field; this reads two words and finds the length with no branch on it. Needs 16 readable bytes.
+  uint64_t varint_varying() {
+    if constexpr (std::endian::native == std::endian::little) {
+      if (static_cast<size_t>(readable_ - p_) >= 16) [[likely]] {
+        constexpr uint64_t kStop = 0x8080808080808080ull, kTop = uint64_t{1} << 63;
+        uint64_t w0, w1;
+        std::memcpy(&w0, p_, 8);
+        std::memcpy(&w1, p_ + 8, 8);
+        const uint64_t s0 = ~w0 & kStop, s1 = ~w1 & kStop;
+        // bytes taken from each word: n0 = 1..8, then n1 = 0 (it ended in w0) or 1..8
+        const unsigned n0 = (static_cast<unsigned>(std::countr_zero(s0 | kTop)) >> 3) + 1;
+        const unsigned n1 = ((static_cast<unsigned>(std::countr_zero(s1 | kTop)) >> 3) + 1) &
+                            (s0 == 0 ? ~0u : 0u);
+        if (n1 <= 2 && n0 + n1 <= static_cast<size_t>(end_ - p_)) [[likely]] {  // else: careful path
+          p_ += n0 + n1;
+          const uint64_t lo = compact7(w0 & (~uint64_t{0} >> (64 - 8 * n0)));
+          const uint64_t hi = compact7(w1 & ((uint64_t{1} << (8 * n1)) - 1));
+          return lo | (hi << 56);  // the tenth byte keeps only bit 63, as in the loop
+        }
+      }
+    }
+    return varint_near_end();
+  }
   int64_t svarint() { return unzigzag(varint()); }
   std::string_view bytes() {
     uint64_t n = varint();
@@ -87,6 +113,12 @@ class ByteReader {
   const uint8_t* position() const { return p_; }
 
  private:
+  // Eight little-endian varint bytes, continuation bits ignored: their 7-bit groups side by side.
+  static uint64_t compact7(uint64_t w) {
+    w = ((w & 0x7f007f007f007f00ull) >> 1) | (w & 0x007f007f007f007full);
+    w = ((w & 0x3fff00003fff0000ull) >> 2) | (w & 0x00003fff00003fffull);
+    return ((w & 0x0fffffff00000000ull) >> 4) | (w & 0x000000000fffffffull);
+  }
   uint64_t varint_near_end() {
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
