@@ -5,7 +5,10 @@
 // thread's records in per-thread batches, so time is out of order across threads within a flush).
 //
 //   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch]
+//             [--no-flush-marks]
 //
+// Each flush ends with a Flush record, as the shim's flusher writes since format 1.1;
+// --no-flush-marks leaves them out (a trace as the shim wrote before).
 // --torch: the allocations and frees are PyTorch caching-allocator tensor events (TorchEvent alloc /
 // free_completed, as the bridge writes them) instead of cudaMalloc/cudaFree.
 // --twin-stacks: the second half of the stacks repeat the first half's frames under other ids (as
@@ -102,7 +105,7 @@ uint64_t arg_u64(int& i, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch]\n");
+    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch] [--no-flush-marks]\n");
     return 2;
   }
   const char* path = argv[1];
@@ -112,6 +115,7 @@ int main(int argc, char** argv) {
   bool steps = true;  // --no-steps: no step markers (growth then falls back to time buckets)
   bool twins = false;
   bool torch = false;
+  bool marks = true;
   for (int i = 3; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--threads") threads = arg_u64(i, argc, argv);
@@ -121,6 +125,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-steps") steps = false;
     else if (a == "--twin-stacks") twins = true;
     else if (a == "--torch") torch = true;
+    else if (a == "--no-flush-marks") marks = false;
     else {
       std::fprintf(stderr, "gen_trace: unknown option %s\n", argv[i]);
       return 2;
@@ -167,14 +172,15 @@ int main(int argc, char** argv) {
   };
   // The shim drains every thread's ring each 50 ms: file order is per-thread batches.
   constexpr uint64_t kFlushEvery = 1 << 16;
+  uint64_t time = 0, written = 0, leaks = 0, step = 0;
   auto flush_all = [&] {
     for (Thread& t : ts) {
       out.raw(t.pending.data(), t.pending.size());
       t.pending.clear();
     }
+    if (marks) out.put(gf::FlushRecord{time});  // the flusher's clock: after every record it drained
   };
 
-  uint64_t time = 0, written = 0, leaks = 0, step = 0;
   constexpr size_t kMaxLivePerThread = 48;
   while (written < events) {
     time += 50 + rng.below(200);

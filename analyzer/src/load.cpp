@@ -66,6 +66,7 @@ class EventQueue {
     last_ = std::max(last_, ts.time);
     events_.push_back(Item{ts.time, ts.stream, rec});
   }
+  size_t size() const { return events_.size(); }
   template <typename Visit>
   void replay_into(Visit&& visit) {
     if (sorted_) {
@@ -340,6 +341,11 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
         t.attributes.emplace_back(std::string(r.key), std::string(r.value));
         break;
       }
+      case RecordType::kFlush: {
+        auto r = decode_or_throw<fmtr::FlushRecord>(path, raw);
+        if (streaming) order.flush_mark(r.time_ns);
+        break;
+      }
       case RecordType::kEnd: {
         auto r = decode_or_throw<fmtr::EndRecord>(path, raw);
         t.clean_exit = true;
@@ -355,8 +361,10 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
   // While the file is mapped: the queues point into it.
   if (streaming) {
     if (!in_order) return false;
+    t.stats.max_order_window = order.max_buffered();
     order.finish(replay_one);
   } else {
+    t.stats.max_order_window = events.size();
     events.replay_into(replay_one);
   }
   t.replay.finish();

@@ -22,6 +22,7 @@ const char* type_name(uint8_t t) {
     case format::RecordType::kPyStack: return "python stack";
     case format::RecordType::kTorchEvent: return "torch event (caching allocator)";
     case format::RecordType::kStackLabel: return "stack label (grad_fn)";
+    case format::RecordType::kFlush: return "flush mark";
   }
   return nullptr;
 }
@@ -45,6 +46,8 @@ std::string stats_text(const std::vector<LoadedTrace>& traces) {
     out += fmt::format("  truncated        {}\n",
                        t.truncated ? fmt::format("yes (at byte {})", t.truncated_at) : std::string("no"));
     out += fmt::format("  clean exit       {}\n", t.clean_exit ? "yes" : "no (no End record)");
+    out += fmt::format("  order window     {} events (the most held at once to replay in time order)\n",
+                       s.max_order_window);
     out += fmt::format("  stacks           {} unique\n", t.stacks.size());
     out += fmt::format("  modules          {}\n", t.modules.size());
     out += "  records by type:\n";

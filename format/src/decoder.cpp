@@ -217,6 +217,12 @@ bool decode(const RawRecord& raw, EndRecord& o) {
   return !r.failed();
 }
 
+bool decode(const RawRecord& raw, FlushRecord& o) {
+  auto r = reader(raw);
+  o.time_ns = r.varint();
+  return !r.failed();
+}
+
 bool decode(const RawRecord& raw, PyCodeRecord& o) {
   auto r = reader(raw);
   o.code_id = r.varint(); o.first_line = r.varint();

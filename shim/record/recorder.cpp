@@ -49,11 +49,17 @@ std::atomic<ThreadState*> g_slots[kMaxThreads];
 
 __attribute__((tls_model("initial-exec"))) thread_local ThreadState* t_state = nullptr;
 
-void drain_all() {
+// Returns whether any thread had records to write.
+bool drain_all() {
+  bool any = false;
   for (auto& slot : g_slots) {
     ThreadState* s = slot.load(std::memory_order_acquire);
-    if (s) s->ring.drain(g_file.fd());
+    if (s && !s->ring.empty()) {
+      any = true;
+      s->ring.drain(g_file.fd());
+    }
   }
+  return any;
 }
 
 void* flusher_main(void*) {
@@ -63,7 +69,15 @@ void* flusher_main(void*) {
     }
     if (!g_flusher_running.load(std::memory_order_acquire)) return nullptr;
     if (g_status.load(std::memory_order_acquire) != kRecording) continue;
-    drain_all();
+    // The clock is read before the drains: a record made before it is in this flush or an earlier
+    // one (unless its thread read the clock just before and buffered it just after its drain), so
+    // the analyzer can order everything up to the mark before this one without waiting for more
+    // (a one-thread trace would otherwise be held for the analyzer's whole idle window).
+    const uint64_t cut = monotonic_ns() - g_start_mono_ns;
+    if (drain_all()) {
+      uint8_t buf[16];
+      g_file.write_direct(buf, fmtrec::encode(buf, sizeof buf, fmtrec::FlushRecord{cut}));
+    }
     g_file.write_new_modules();
   }
 }

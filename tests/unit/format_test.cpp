@@ -145,6 +145,10 @@ TEST(FormatRoundTrip, MemInfoMarkerDeviceAttributeEnd) {
   TraceBuilder t5;
   t5.add(gf::EndRecord{123456});
   EXPECT_EQ(read_back<gf::EndRecord>(t5, gf::RecordType::kEnd).time_ns, 123456u);
+
+  TraceBuilder t6;
+  t6.add(gf::FlushRecord{50'000'123});
+  EXPECT_EQ(read_back<gf::FlushRecord>(t6, gf::RecordType::kFlush).time_ns, 50'000'123u);
 }
 
 TEST(FormatReader, UnknownRecordTypeIsSkippable) {

@@ -3,6 +3,7 @@
 
 #include "gpumemshim/analyzer/analysis.h"
 #include "gpumemshim/analyzer/errors.h"
+#include "gpumemshim/analyzer/load.h"
 #include "gpumemshim/analyzer/replay.h"
 #include "gpumemshim/analyzer/report.h"
 #include "temp_dir.h"
@@ -401,4 +402,38 @@ TEST(Replay, ALateFlushedThreadIsStillReplayedInTimeOrder) {
   ASSERT_EQ(j["leaks"].size(), 1u) << j["leaks"].dump();
   EXPECT_EQ(j["leaks"][0]["bytes"], 2 * MiB);
   EXPECT_EQ(j["summary"]["by_kind"]["device"]["peak_bytes"], 2 * MiB + 4096);
+}
+
+TEST(Replay, FlushMarksKeepAOneThreadTracesOrderWindowSmall) {
+  // One thread, 40 000 alloc/free pairs over 2 s (25 us apart), a flush mark every 1000 records as
+  // the shim's flusher writes them (format 1.1). Without the marks the loader holds its idle
+  // window (1 s: 40 000 records) to be sure no other thread brings older events; with them, two
+  // flushes. Same report either way.
+  TempDir dir;
+  auto build = [](bool marks) {
+    TraceBuilder t = base_trace();
+    uint64_t time = 1000;
+    for (uint64_t i = 0; i < 40'000; ++i) {
+      const bool leak = i % 5000 == 4999;
+      const uint64_t address = leak ? 0x80000000 + i * MiB : 0x100000 + (i % 64) * MiB;
+      t.at(time).alloc(address, 4096 + i % 7, 1);
+      time += 25'000;
+      if (!leak) t.at(time).free(address);
+      time += 25'000;
+      if (marks && i % 500 == 499) t.add(gf::FlushRecord{time - 25'000});
+    }
+    t.at(time).end();
+    return t;
+  };
+  an::LoadedTrace with = an::load_trace(build(true).write(dir.file("marks.trace")));
+  an::LoadedTrace without = an::load_trace(build(false).write(dir.file("none.trace")));
+  EXPECT_EQ(with.stats.by_type[static_cast<uint8_t>(gf::RecordType::kFlush)], 80u);
+  EXPECT_LE(with.stats.max_order_window, 5000u);
+  EXPECT_GE(without.stats.max_order_window, 40'000u);
+  EXPECT_EQ(with.stats.unknown_records, 0u);
+  EXPECT_EQ(with.replay.summary().allocations, 40'000u);
+  EXPECT_EQ(with.replay.summary().frees, without.replay.summary().frees);
+  EXPECT_EQ(with.replay.live().size(), 8u);
+  EXPECT_EQ(without.replay.live().size(), 8u);
+  EXPECT_EQ(with.replay.summary().peak_bytes, without.replay.summary().peak_bytes);
 }

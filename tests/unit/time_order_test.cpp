@@ -119,6 +119,79 @@ TEST(StreamOrder, KeepsOnlyAWindowOfEvents) {
   EXPECT_EQ(order.buffered(), 0u);
 }
 
+// Format 1.1: a one-thread trace with a flush mark every `every` events (the flusher's clock, after
+// every event it drained). Marks at the given positions, applied before the event at that index.
+namespace {
+
+struct Marked {
+  std::vector<Ev> events;
+  std::vector<std::pair<size_t, uint64_t>> marks;  // (before event index, time)
+};
+
+Marked one_thread_with_marks(size_t n, size_t every) {
+  Marked m;
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0 && i % every == 0) m.marks.emplace_back(i, m.events.back().time);
+    m.events.push_back(Ev{1000 + i * 25'000, 1});  // 40 000 events per second
+  }
+  return m;
+}
+
+// The streamed order and the most events held at once, or nothing when refused.
+std::optional<std::pair<std::vector<size_t>, size_t>> streamed_with_marks(const Marked& m) {
+  ga::StreamingTimeOrder<size_t> order;
+  std::vector<size_t> out;
+  auto visit = [&](size_t i) { out.push_back(i); };
+  size_t next_mark = 0;
+  for (size_t i = 0; i < m.events.size(); ++i) {
+    for (; next_mark < m.marks.size() && m.marks[next_mark].first == i; ++next_mark)
+      order.flush_mark(m.marks[next_mark].second);
+    if (!order.push(m.events[i].thread, m.events[i].time, i, visit)) return std::nullopt;
+  }
+  order.finish(visit);
+  return std::make_pair(out, order.max_buffered());
+}
+
+}  // namespace
+
+TEST(StreamOrder, FlushMarksBoundAOneThreadWindow) {
+  // 400 000 events over 10 s: without marks the idle window (1 s) holds 40 000 of them.
+  Marked m = one_thread_with_marks(400'000, 2000);
+  auto with = streamed_with_marks(m);
+  ASSERT_TRUE(with.has_value());
+  EXPECT_EQ(with->first, stable_sorted(m.events));
+  // Two flushes wait (the latest and the one before), and a round waits for twice what stayed.
+  EXPECT_LE(with->second, 5 * 2000u);
+  Marked none = m;
+  none.marks.clear();
+  auto without = streamed_with_marks(none);
+  ASSERT_TRUE(without.has_value());
+  EXPECT_GE(without->second, 40'000u);
+}
+
+TEST(StreamOrder, FlushMarksLetANewThreadBringEventsOfTheLastFlushOnly) {
+  Marked m = one_thread_with_marks(60'000, 5000);
+  // Thread 2 starts after the mark at event 30 000, with events from before it but after the mark
+  // before (a thread whose first flush was the latest one): ordered among thread 1's.
+  const uint64_t previous_mark = m.marks[4].second, last_mark = m.marks[5].second;
+  ASSERT_EQ(m.marks[5].first, 30'000u);
+  Marked late = m;
+  late.events.insert(late.events.begin() + 30'000,
+                     {Ev{previous_mark + 1, 2}, Ev{(previous_mark + last_mark) / 2, 2}, Ev{last_mark, 2}});
+  for (auto& [at, time] : late.marks)
+    if (at > 30'000) at += 3;
+  auto got = streamed_with_marks(late);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->first, stable_sorted(late.events));
+  // An event from flushes back, older than events already replayed: refused (the loader then
+  // sorts the whole file), never misordered.
+  Marked stale = m;
+  stale.events.insert(stale.events.begin() + 30'000, Ev{m.marks[0].second - 1, 2});
+  for (auto& [at, time] : stale.marks)
+    if (at > 30'000) at += 1;
+  EXPECT_FALSE(streamed_with_marks(stale).has_value());
+}
+
 TEST(StreamOrder, RefusesRatherThanMisordersALateBatch) {
   // Thread 2's early events arrive after 2 s of thread 1's events (a flush that never came).
   std::vector<Ev> ev;

@@ -46,6 +46,7 @@ struct TraceStats {
   std::array<uint64_t, format::kApiCount> failed_by_api{};
   std::array<uint64_t, format::kApiCount> bytes_by_api{};  // bytes allocated (successful)
   uint64_t unknown_api = 0;                                // events whose api is out of range
+  uint64_t max_order_window = 0;  // the most events held at once to replay them in time order
   uint64_t events() const;  // alloc + free + failed + meminfo + marker records
 };
 

@@ -6,6 +6,10 @@
 // flush's records - of any thread, new threads included - come after the previous flush: a
 // stream's bound is the end of its batch before the latest one (one flush back), and a stream
 // idle for longer than kIdleWindowNs is assumed to bring nothing older than (newest - window).
+// Traces of format 1.1 also mark each flush (Flush records, the flusher's clock before it drained):
+// once a mark is read, nothing still to come is older than the mark before it, whatever the
+// streams did. Without marks a one-thread trace waits for the idle window: a whole second of
+// events queued.
 //
 // The emitted order is exactly (time, file order), what a stable sort by time gives, whenever
 // push() keeps returning true. push() returns false when an event is older than one already
@@ -49,6 +53,12 @@ class StreamingTimeOrder {
     return true;
   }
 
+  // A flush mark (format 1.1) at `time`: later records are at or after the previous mark's time.
+  void flush_mark(uint64_t time) {
+    mark_bound_ = std::max(mark_bound_, last_mark_);
+    last_mark_ = std::max(last_mark_, time);
+  }
+
   // End of input: emits everything left.
   template <typename Visit>
   void finish(Visit&& visit) {
@@ -88,7 +98,7 @@ class StreamingTimeOrder {
     uint64_t idle = newest_ > kIdleWindowNs ? newest_ - kIdleWindowNs : 0;
     uint64_t b = UINT64_MAX;
     for (const Stream& s : streams_) b = std::min(b, std::max(s.settled, idle));
-    return b;
+    return std::max(b, mark_bound_);
   }
 
   // The queued events at or before `bound`, in (time, file order): taken out of the queue (the
@@ -149,6 +159,8 @@ class StreamingTimeOrder {
   Stream* batch_ = nullptr;
   bool in_batch_ = false;
   uint64_t newest_ = 0;
+  uint64_t last_mark_ = 0;   // the latest flush mark's time
+  uint64_t mark_bound_ = 0;  // the one before it: nothing still to come is older
   uint64_t emitted_time_ = 0;
   size_t next_round_ = kMinRound;
   size_t max_buffered_ = 0;

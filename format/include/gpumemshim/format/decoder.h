@@ -76,6 +76,7 @@ bool decode(const RawRecord& r, MarkerRecord& out);
 bool decode(const RawRecord& r, DeviceRecord& out);
 bool decode(const RawRecord& r, AttributeRecord& out);
 bool decode(const RawRecord& r, EndRecord& out);
+bool decode(const RawRecord& r, FlushRecord& out);
 bool decode(const RawRecord& r, PyCodeRecord& out);
 bool decode(const RawRecord& r, PyStackRecord& out, std::vector<PyFrameRef>& frames);
 

@@ -179,6 +179,10 @@ inline size_t encode(uint8_t* out, size_t cap, const EndRecord& r) {
   return detail::frame(out, cap, RecordType::kEnd, [&](ByteWriter& w) { w.varint(r.time_ns); });
 }
 
+inline size_t encode(uint8_t* out, size_t cap, const FlushRecord& r) {
+  return detail::frame(out, cap, RecordType::kFlush, [&](ByteWriter& w) { w.varint(r.time_ns); });
+}
+
 inline size_t encode(uint8_t* out, size_t cap, const PyCodeRecord& r) {
   return detail::frame(out, cap, RecordType::kPyCode, [&](ByteWriter& w) {
     w.varint(r.code_id); w.varint(r.first_line);

@@ -8,7 +8,7 @@ namespace gpumemshim::format {
 
 inline constexpr char kMagic[8] = {'G', 'M', 'S', 'T', 'R', 'A', 'C', 'E'};
 inline constexpr uint16_t kVersionMajor = 1;
-inline constexpr uint16_t kVersionMinor = 0;
+inline constexpr uint16_t kVersionMinor = 1;  // 1.1: Flush records
 inline constexpr size_t kHeaderSize = 16;
 
 enum class RecordType : uint8_t {
@@ -27,6 +27,7 @@ enum class RecordType : uint8_t {
   kPyStack = 13,
   kTorchEvent = 14,
   kStackLabel = 15,
+  kFlush = 16,
 };
 
 // Which API call made the event. Values are part of the format: append only.
@@ -183,6 +184,14 @@ struct AttributeRecord {
 };
 
 struct EndRecord {
+  uint64_t time_ns = 0;
+};
+
+// Written by the shim's flusher after each periodic drain of every thread's buffer (format 1.1):
+// time_ns is the clock read before the drain. Records after the mark were made at or after it,
+// except a straggler made just before and buffered just after its thread's drain, so readers
+// trust the mark before the latest one (docs/trace-format.md "Ordering").
+struct FlushRecord {
   uint64_t time_ns = 0;
 };
 

@@ -1,0 +1,52 @@
+"""Format 1.1: the shim's flusher ends each periodic flush with a Flush mark, which lets the analyzer
+order a trace without holding a second of events (docs/trace-format.md "Ordering")."""
+from conftest import SCENARIOS
+
+TIMED = {4, 5, 6, 7, 8, 14}  # records whose payload starts with varint time_ns
+FLUSH = 16
+
+
+def varint(data, pos):
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, pos
+
+
+def records(path):
+    """(type, time_ns or None) of every record, in file order."""
+    data = path.read_bytes()
+    assert data[:8] == b"GMSTRACE"
+    assert (data[8] | data[9] << 8, data[10] | data[11] << 8) == (1, 1)
+    pos = 16
+    while pos < len(data):
+        kind = data[pos]
+        length, payload = varint(data, pos + 1)
+        time = varint(data, payload)[0] if kind in TIMED or kind == FLUSH else None
+        yield kind, time
+        pos = payload + length
+
+
+def test_every_record_after_a_mark_is_later_than_the_mark_before(run):
+    r = run.program([SCENARIOS, "threads", 8, 20000], timeout=300)
+    assert r.returncode == 0, r.stderr
+    [trace] = run.traces()
+    marks = []  # times of the marks read so far
+    events = 0
+    for kind, time in records(trace):
+        if kind == FLUSH:
+            assert not marks or time >= marks[-1]
+            marks.append(time)
+        elif time is not None:
+            events += 1
+            if len(marks) >= 2:  # what the analyzer trusts: the mark before the latest one
+                assert time >= marks[-2], (time, marks[-2])
+    assert events == 2 * 8 * 20000
+    assert len(marks) >= 2, "the run spans several flush intervals"
+    summary = run.report(trace)["summary"]
+    assert summary["allocations"] == summary["frees"] == 8 * 20000
+    assert "flush mark" in run.cli("stats", trace).stdout
