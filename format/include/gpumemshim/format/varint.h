@@ -78,7 +78,7 @@ class ByteReader {
   // The same value as varint(), for fields whose byte count changes from record to record
   // (addresses, sizes, stack hashes): the loop above then mispredicts its exit about once per
   // field; this reads two words and finds the length with no branch on it. Needs 16 readable bytes.
-  uint64_t varint_varying() {
+  [[gnu::always_inline]] uint64_t varint_varying() {
     if constexpr (std::endian::native == std::endian::little) {
       if (static_cast<size_t>(readable_ - p_) >= 16) [[likely]] {
         constexpr uint64_t kStop = 0x8080808080808080ull, kTop = uint64_t{1} << 63;
@@ -119,7 +119,7 @@ class ByteReader {
     w = ((w & 0x3fff00003fff0000ull) >> 2) | (w & 0x00003fff00003fffull);
     return ((w & 0x0fffffff00000000ull) >> 4) | (w & 0x000000000fffffffull);
   }
-  uint64_t varint_near_end() {
+  [[gnu::noinline]] uint64_t varint_near_end() {
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
       if (p_ == end_) { failed_ = true; return 0; }
