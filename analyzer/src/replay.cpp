@@ -179,7 +179,7 @@ void Replay::free(const format::FreeRecord& r) {
   ++summary_.by_kind[static_cast<uint8_t>(a.kind)].frees;
   bool device = is_device_memory_kind(a.kind);
   forget(a);
-  live_.erase_slot(slot);  // last: a is the map's slot
+  live_.erase_slot(slot);  // last: a is the table's record
   if (device) timeline_point(r.time_ns);
 }
 
@@ -321,7 +321,7 @@ void Replay::torch(const format::TorchEventRecord& r) {
         site_sub(a.site, a.size);
         torch_allocated(a.device, 0, a.size);
         if (a.step == summary_.steps) torch_in_step_ -= std::min(torch_in_step_, a.size);
-        torch_live_.erase_slot(slot);  // last: a is the map's slot
+        torch_live_.erase_slot(slot);  // last: a is the table's record
       }
       break;
     }

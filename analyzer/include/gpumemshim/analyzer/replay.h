@@ -11,6 +11,7 @@
 #include "gpumemshim/analyzer/address_key.h"
 #include "gpumemshim/analyzer/flat_map.h"
 #include "gpumemshim/analyzer/growth.h"
+#include "gpumemshim/analyzer/live_table.h"
 #include "gpumemshim/analyzer/model.h"
 #include "gpumemshim/analyzer/peak_sites.h"
 #include "gpumemshim/analyzer/timeline_samples.h"
@@ -257,11 +258,11 @@ class Replay {
   std::vector<DeviceMemoryTrack> devices_;
   std::vector<OomEvent> ooms_;
 
-  FlatMap<AddressKey, LiveAlloc, AddressKeyHash> live_;
+  LiveTable<AddressKey, LiveAlloc, AddressKeyHash> live_;
   struct AddressHash {
     size_t operator()(uint64_t a) const noexcept { return static_cast<size_t>(a); }  // FlatMap mixes
   };
-  FlatMap<uint64_t, LiveAlloc, AddressHash> torch_live_;  // tensor blocks by address
+  LiveTable<uint64_t, LiveAlloc, AddressHash> torch_live_;  // tensor blocks by address
   Summary summary_;
   std::vector<FailureEvent> failures_;
   std::unordered_map<int32_t, std::pair<uint64_t, uint64_t>> meminfo_;  // device -> free, total
