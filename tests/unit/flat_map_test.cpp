@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "gpumemshim/analyzer/flat_map.h"
+#include "gpumemshim/analyzer/live_table.h"
 
 namespace {
 
@@ -47,4 +48,47 @@ TEST(FlatMap, MatchesUnorderedMapUnderRandomInsertsAndErases) {
     EXPECT_EQ(ref.at(k), v);
   });
   EXPECT_EQ(seen, ref.size());
+}
+
+// LiveTable (index + record array) must keep each key's record through the same mix, hand out
+// fresh (value-initialized) records on insert, and reuse the last freed record first.
+TEST(LiveTable, MatchesUnorderedMapUnderRandomInsertsAndErases) {
+  struct Rec {
+    uint64_t a = 0, b = 0;
+  };
+  std::mt19937_64 rng(9);
+  gpumemshim::analyzer::LiveTable<uint64_t, Rec, IdHash> t;
+  std::unordered_map<uint64_t, uint64_t> ref;
+  for (int i = 0; i < 200000; ++i) {
+    uint64_t key = 0x7f0000000000ull + ((rng() % 3000) << 21);
+    if (rng() % 2) {
+      auto [r, inserted] = t.try_emplace(key);
+      EXPECT_EQ(inserted, ref.count(key) == 0);
+      if (inserted) EXPECT_EQ(r->a + r->b, 0u);  // no leftovers of a reused record
+      else EXPECT_EQ(r->a, ref[key]);
+      r->a = r->b = static_cast<uint64_t>(i);
+      ref[key] = static_cast<uint64_t>(i);
+    } else {
+      const size_t slot = t.find_slot(key);
+      ASSERT_EQ(slot != t.kNone, ref.count(key) == 1);
+      if (slot != t.kNone) {
+        EXPECT_EQ(t.at_slot(slot).a, ref[key]);
+        t.erase_slot(slot);
+        ref.erase(key);
+      }
+    }
+    ASSERT_EQ(t.size(), ref.size());
+  }
+  size_t seen = 0;
+  t.for_each([&](uint64_t k, const Rec& r) {
+    ++seen;
+    EXPECT_EQ(ref.at(k), r.a);
+  });
+  EXPECT_EQ(seen, ref.size());
+  // The record freed last is the next one handed out.
+  auto [first, inserted] = t.try_emplace(1);
+  ASSERT_TRUE(inserted);
+  Rec* freed = first;
+  t.erase_slot(t.find_slot(1));
+  EXPECT_EQ(t.try_emplace(2).first, freed);
 }
