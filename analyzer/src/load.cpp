@@ -343,7 +343,7 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
       }
       case RecordType::kFlush: {
         auto r = decode_or_throw<fmtr::FlushRecord>(path, raw);
-        if (streaming) order.flush_mark(r.time_ns);
+        if (streaming) order.flush_mark(r.time_ns, replay_one);
         break;
       }
       case RecordType::kEnd: {

@@ -54,9 +54,14 @@ class StreamingTimeOrder {
   }
 
   // A flush mark (format 1.1) at `time`: later records are at or after the previous mark's time.
-  void flush_mark(uint64_t time) {
+  // A round runs at once: the queue then holds about one flush (the one just read), where rounds
+  // spaced by the queue's size let it grow to four.
+  template <typename Visit>
+  void flush_mark(uint64_t time, Visit&& visit) {
     mark_bound_ = std::max(mark_bound_, last_mark_);
     last_mark_ = std::max(last_mark_, time);
+    emit(bound(), visit);
+    next_round_ = std::max(kMinRound, 2 * queue_.size());
   }
 
   // End of input: emits everything left.
