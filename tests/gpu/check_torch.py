@@ -5,10 +5,11 @@ to read again later. Called by run_all.sh: check_torch.py WORK OUT"""
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
-from gpu_checks import check, finish, here, report, run, shim, site_line, work
+from gpu_checks import check, cli, finish, here, report, run, shim, site_line, work
 
 
 def script_frames(stack, script):
@@ -30,6 +31,12 @@ for mode in () if only_overhead else ("leak_loss", "keep_outputs", "clean"):
     check(f"train_{mode}: trace", rep is not None, str(traces))
     if not rep:
         continue
+    # Format 1.1: the flusher marks each flush; the analyzer then holds about two flushes of events.
+    stats = subprocess.run([str(cli), "stats", *map(str, traces)], capture_output=True, text=True).stdout
+    marks = re.search(r"flush mark\s+(\d+)", stats)
+    window = re.search(r"order window\s+(\d+)", stats)
+    check(f"train_{mode}: flush marks written", marks is not None and int(marks.group(1)) >= 2,
+          f"marks {marks and marks.group(1)}, order window {window and window.group(1)}")
     torch_counts = rep["summary"]["torch"]
     steps = [m for m in rep.get("markers", []) if m["kind"] == "step"]
     print(f"   torch: {torch_counts} steps: {len(steps)} stderr: {r.stderr.strip()[-300:]}")
