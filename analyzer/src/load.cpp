@@ -361,8 +361,8 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
   // While the file is mapped: the queues point into it.
   if (streaming) {
     if (!in_order) return false;
-    t.stats.max_order_window = order.max_buffered();
     order.finish(replay_one);
+    t.stats.max_order_window = order.max_buffered();  // finish's round counts too
   } else {
     t.stats.max_order_window = events.size();
     events.replay_into(replay_one);

@@ -436,4 +436,8 @@ TEST(Replay, FlushMarksKeepAOneThreadTracesOrderWindowSmall) {
   EXPECT_EQ(with.replay.live().size(), 8u);
   EXPECT_EQ(without.replay.live().size(), 8u);
   EXPECT_EQ(with.replay.summary().peak_bytes, without.replay.summary().peak_bytes);
+  // A trace too small for a round before its end: everything waited.
+  TraceBuilder small = base_trace();
+  small.alloc(0x1000, 64).free(0x1000).end();
+  EXPECT_EQ(an::load_trace(small.write(dir.file("small.trace"))).stats.max_order_window, 2u);
 }
