@@ -1,9 +1,11 @@
 // Where the analyzer's time goes on one trace: load (read + time-ordered replay), analysis,
 // timeline, JSON, each timed on its own, so a throughput change can be traced to its phase.
 //
-//   analyzer_phases TRACE
+//   analyzer_phases TRACE [--replay-thread]   (the replay on a second thread, as analyze() does
+//                                              for one trace when a core is free)
 #include <chrono>
 #include <cstdio>
+#include <string_view>
 
 #include "gpumemshim/analyzer/analysis.h"
 #include "gpumemshim/analyzer/load.h"
@@ -13,8 +15,9 @@
 namespace an = gpumemshim::analyzer;
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: analyzer_phases TRACE\n");
+  const bool replay_thread = argc == 3 && std::string_view(argv[2]) == "--replay-thread";
+  if (argc != 2 && !replay_thread) {
+    std::fprintf(stderr, "usage: analyzer_phases TRACE [--replay-thread]\n");
     return 2;
   }
   using clock = std::chrono::steady_clock;
@@ -24,7 +27,7 @@ int main(int argc, char** argv) {
     std::printf("%-10s %8.3f s\n", phase, std::chrono::duration<double>(now - t0).count());
     t0 = now;
   };
-  an::LoadedTrace trace = an::load_trace(argv[1]);
+  an::LoadedTrace trace = an::load_trace(argv[1], {}, replay_thread);
   lap("load");
   an::AnalyzeOptions options;
   an::ProcessReport p = an::analyze_trace(trace, options, nullptr);

@@ -8,10 +8,16 @@
 
 #include <sys/mman.h>
 #include <unistd.h>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <unordered_set>
+#include <variant>
 
 #include <fmt/format.h>
 
+#include "gpumemshim/analyzer/batch_channel.h"
 #include "gpumemshim/analyzer/errors.h"
 #include "gpumemshim/analyzer/stream_order.h"
 #include "gpumemshim/analyzer/time_order.h"
@@ -119,51 +125,73 @@ void check_text(const std::string& path, const fmtr::RawRecord& raw,
 
 namespace {
 
-// Replays the timed record at `rec` (decoded now), counting it in the trace's statistics.
-class TimedReplay {
- public:
-  TimedReplay(const std::string& path, std::span<const uint8_t> bytes, LoadedTrace& t,
-              BackwardAttribution& backward)
-      : path_(path), bytes_(bytes), t_(t), backward_(backward) {}
+// A timed record, decoded. Reading, ordering and decoding are one side of the load, replaying the
+// other: one thread calls both; a pipelined load hands batches of these from one to the other.
+using TimedEvent = std::variant<fmtr::AllocRecord, fmtr::FreeRecord, fmtr::TorchEventRecord,
+                                fmtr::AllocFailedRecord, fmtr::MemInfoRecord, fmtr::MarkerRecord>;
 
-  void operator()(RecordPtr rec) {
+// Decodes the timed record at `rec` (its head was checked when it was read) and calls f(record).
+class TimedDecoder {
+ public:
+  TimedDecoder(const std::string& path, std::span<const uint8_t> bytes) : path_(path), bytes_(bytes) {}
+
+  template <typename F>
+  void operator()(RecordPtr rec, F&& f) const {
     fmtr::RawRecord raw = frame(rec);
     switch (raw.type) {
-      case RecordType::kAlloc: {
-        auto r = decode_or_throw<fmtr::AllocRecord>(path_, raw);
-        if (count_api(t_.stats.allocs_by_api, r.api)) t_.stats.bytes_by_api[static_cast<uint8_t>(r.api)] += r.size;
-        r.stack_id = backward_.attribute(r.thread_id, r.stack_id);
-        t_.replay.alloc(r);
-        break;
-      }
-      case RecordType::kFree: {
-        auto r = decode_or_throw<fmtr::FreeRecord>(path_, raw);
-        count_api(t_.stats.frees_by_api, r.api);
-        t_.replay.free(r);
-        break;
-      }
-      case RecordType::kAllocFailed: {
-        auto r = decode_or_throw<fmtr::AllocFailedRecord>(path_, raw);
-        count_api(t_.stats.failed_by_api, r.api);
-        r.stack_id = backward_.attribute(r.thread_id, r.stack_id);
-        t_.replay.failed(r);
-        break;
-      }
-      case RecordType::kMemInfo: t_.replay.meminfo(decode_or_throw<fmtr::MemInfoRecord>(path_, raw)); break;
-      case RecordType::kMarker: {
-        auto r = decode_or_throw<fmtr::MarkerRecord>(path_, raw);  // its text was checked when read
-        backward_.marker(r);
-        t_.replay.marker(r);
-        break;
-      }
-      case RecordType::kTorchEvent: {
-        auto r = decode_or_throw<fmtr::TorchEventRecord>(path_, raw);
-        r.stack_id = backward_.attribute(r.thread_id, r.stack_id);
-        t_.replay.torch(r);
-        break;
-      }
+      case RecordType::kAlloc: f(decode_or_throw<fmtr::AllocRecord>(path_, raw)); break;
+      case RecordType::kFree: f(decode_or_throw<fmtr::FreeRecord>(path_, raw)); break;
+      case RecordType::kTorchEvent: f(decode_or_throw<fmtr::TorchEventRecord>(path_, raw)); break;
+      case RecordType::kAllocFailed: f(decode_or_throw<fmtr::AllocFailedRecord>(path_, raw)); break;
+      case RecordType::kMemInfo: f(decode_or_throw<fmtr::MemInfoRecord>(path_, raw)); break;
+      case RecordType::kMarker: f(decode_or_throw<fmtr::MarkerRecord>(path_, raw)); break;  // text checked when read
       default: break;  // only timed records are queued
     }
+  }
+
+ private:
+  fmtr::RawRecord frame(RecordPtr rec) const {
+    fmtr::ByteReader r(rec + 1, static_cast<size_t>(bytes_.data() + bytes_.size() - rec - 1));
+    fmtr::RawRecord raw;
+    raw.type = static_cast<RecordType>(*rec);
+    raw.size = r.varint();
+    raw.payload = r.position();
+    raw.offset = static_cast<uint64_t>(rec - bytes_.data());
+    raw.readable_end = bytes_.data() + bytes_.size();
+    return raw;
+  }
+
+  const std::string& path_;
+  std::span<const uint8_t> bytes_;
+};
+
+// Replays decoded timed records in the order given, counting them in the trace's statistics.
+class TimedReplay {
+ public:
+  TimedReplay(LoadedTrace& t, BackwardAttribution& backward) : t_(t), backward_(backward) {}
+
+  void operator()(fmtr::AllocRecord r) {
+    if (count_api(t_.stats.allocs_by_api, r.api)) t_.stats.bytes_by_api[static_cast<uint8_t>(r.api)] += r.size;
+    r.stack_id = backward_.attribute(r.thread_id, r.stack_id);
+    t_.replay.alloc(r);
+  }
+  void operator()(const fmtr::FreeRecord& r) {
+    count_api(t_.stats.frees_by_api, r.api);
+    t_.replay.free(r);
+  }
+  void operator()(fmtr::TorchEventRecord r) {
+    r.stack_id = backward_.attribute(r.thread_id, r.stack_id);
+    t_.replay.torch(r);
+  }
+  void operator()(fmtr::AllocFailedRecord r) {
+    count_api(t_.stats.failed_by_api, r.api);
+    r.stack_id = backward_.attribute(r.thread_id, r.stack_id);
+    t_.replay.failed(r);
+  }
+  void operator()(const fmtr::MemInfoRecord& r) { t_.replay.meminfo(r); }
+  void operator()(const fmtr::MarkerRecord& r) {
+    backward_.marker(r);
+    t_.replay.marker(r);
   }
 
  private:
@@ -178,22 +206,68 @@ class TimedReplay {
     return true;
   }
 
-  // The record at `rec`, framed again (the reader checked its head when it was read).
-  fmtr::RawRecord frame(RecordPtr rec) const {
-    fmtr::ByteReader r(rec + 1, static_cast<size_t>(bytes_.data() + bytes_.size() - rec - 1));
-    fmtr::RawRecord raw;
-    raw.type = static_cast<RecordType>(*rec);
-    raw.size = r.varint();
-    raw.payload = r.position();
-    raw.offset = static_cast<uint64_t>(rec - bytes_.data());
-    raw.readable_end = bytes_.data() + bytes_.size();
-    return raw;
-  }
-
-  const std::string& path_;
-  std::span<const uint8_t> bytes_;
   LoadedTrace& t_;
   BackwardAttribution& backward_;
+};
+
+// The replay side of a load on a second thread: the reader decodes each record it puts in time
+// order into a batch and hands full batches over; the replay takes them in order. For one big
+// trace on a machine with a core to spare (analyze(): cores >= 2 x traces at once).
+class ReplayThread {
+ public:
+  explicit ReplayThread(TimedReplay& replay) : thread_([this, &replay] { run(replay); }) {
+    batch_.reserve(kBatch);
+  }
+  ~ReplayThread() {  // an early return or an error: the rest is abandoned
+    if (thread_.joinable()) {
+      channel_.abort();
+      thread_.join();
+    }
+  }
+  ReplayThread(const ReplayThread&) = delete;
+  ReplayThread& operator=(const ReplayThread&) = delete;
+
+  // A decoded timed record, next in time order.
+  template <typename Record>
+  void operator()(Record&& r) {
+    batch_.emplace_back(std::forward<Record>(r));
+    if (batch_.size() == kBatch) hand_off();
+  }
+
+  // Every record was handed in: waits until they are replayed; rethrows the replay's error.
+  void finish() {
+    hand_off();
+    channel_.close();
+    thread_.join();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  static constexpr size_t kBatch = 4096;  // 288 KiB of decoded records
+  static constexpr size_t kDepth = 4;     // batches waiting at most
+
+  void hand_off() {
+    if (batch_.empty()) return;
+    channel_.push(std::move(batch_));  // false: the replay failed; finish() says why
+    batch_ = channel_.spare();
+    batch_.reserve(kBatch);
+  }
+  void run(TimedReplay& replay) {
+    try {
+      while (std::optional<std::vector<TimedEvent>> b = channel_.pop()) {
+        for (TimedEvent& e : *b) std::visit(replay, e);
+        channel_.recycle(std::move(*b));
+      }
+    } catch (...) {
+      error_ = std::current_exception();
+      channel_.abort();
+    }
+  }
+
+  BatchChannel<TimedEvent> channel_{kDepth};
+  std::vector<TimedEvent> batch_;
+  std::exception_ptr error_;  // the replay's, read after join
+  std::thread thread_;        // last: starts once the rest is there
 };
 
 bool is_timed(RecordType type) {
@@ -209,9 +283,10 @@ bool is_timed(RecordType type) {
 }
 
 // One read of the file into `t`. streaming: replay while reading; returns false when the file is
-// too far out of time order for that (then nothing in `t` is usable).
+// too far out of time order for that (then nothing in `t` is usable). replay_thread (streaming
+// only): the replay runs on a second thread.
 bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
-               const std::vector<uint32_t>& site_groups) {
+               const std::vector<uint32_t>& site_groups, bool replay_thread) {
   t.path = path;
   if (!site_groups.empty()) t.replay.set_site_groups(site_groups);
   fmtr::MappedFile file;
@@ -228,14 +303,23 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
   // Stacks found without Python frames while replaying: a PyStack record for one of them later in
   // the file would have changed an attribution, so that file needs the buffered pass.
   std::unordered_set<uint64_t> no_python_yet;
+  std::mutex py_mutex;  // py_stacks and no_python_yet, when the replay has its own thread
   BackwardAttribution backward(
-      [&t, &no_python_yet, streaming](uint64_t stack_id) {
+      [&t, &no_python_yet, &py_mutex, streaming](uint64_t stack_id) {
+        std::lock_guard lock(py_mutex);
         if (t.py_stacks.count(stack_id) != 0) return true;
         if (streaming) no_python_yet.insert(stack_id);
         return false;
       },
       t.attributed_stacks);
-  TimedReplay replay_one(path, bytes, t, backward);
+  TimedDecoder decode(path, bytes);
+  TimedReplay replay(t, backward);
+  std::optional<ReplayThread> replay_thread_;  // after everything its thread uses
+  if (streaming && replay_thread) replay_thread_.emplace(replay);
+  auto replay_one = [&](RecordPtr rec) {
+    if (replay_thread_) decode(rec, *replay_thread_);
+    else decode(rec, replay);
+  };
   EventQueue events;
   StreamingTimeOrder<RecordPtr> order;
   bool in_order = true;
@@ -289,6 +373,7 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
       case RecordType::kPyStack: {
         fmtr::PyStackRecord r;
         if (!fmtr::decode(raw, r, py_frames)) malformed(path, raw);
+        std::lock_guard lock(py_mutex);
         t.py_stacks.try_emplace(r.stack_id, py_frames.begin(), py_frames.end());
         if (no_python_yet.count(r.stack_id) != 0) return false;
         break;
@@ -349,8 +434,7 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
       case RecordType::kEnd: {
         auto r = decode_or_throw<fmtr::EndRecord>(path, raw);
         t.clean_exit = true;
-        t.end_time_ns = r.time_ns;
-        t.replay.seen_time(r.time_ns);
+        t.end_time_ns = r.time_ns;  // seen by the replay after the last event
         break;
       }
       default:
@@ -362,22 +446,25 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
   if (streaming) {
     if (!in_order) return false;
     order.finish(replay_one);
+    if (replay_thread_) replay_thread_->finish();
     t.stats.max_order_window = order.max_buffered();  // finish's round counts too
   } else {
     t.stats.max_order_window = events.size();
     events.replay_into(replay_one);
   }
+  if (t.clean_exit) t.replay.seen_time(t.end_time_ns);
   t.replay.finish();
   return true;
 }
 
 }  // namespace
 
-LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& site_groups) {
+LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& site_groups,
+                       bool replay_thread) {
   LoadedTrace t;  // one object, returned in place (NRVO)
-  if (load_pass(path, t, true, site_groups)) return t;
+  if (load_pass(path, t, true, site_groups, replay_thread)) return t;
   t = LoadedTrace{};
-  load_pass(path, t, false, site_groups);
+  load_pass(path, t, false, site_groups, false);
   return t;
 }
 

@@ -441,3 +441,102 @@ TEST(Replay, FlushMarksKeepAOneThreadTracesOrderWindowSmall) {
   small.alloc(0x1000, 64).free(0x1000).end();
   EXPECT_EQ(an::load_trace(small.write(dir.file("small.trace"))).stats.max_order_window, 2u);
 }
+
+namespace {
+
+// The report of one trace loaded with or without the replay thread (load.h).
+std::string report_of(const std::string& path, bool replay_thread) {
+  an::LoadedTrace trace = an::load_trace(path, {}, replay_thread);
+  an::Report r;
+  r.processes.push_back(an::analyze_trace(trace, an::AnalyzeOptions{}, nullptr));
+  return an::report_json(r).dump();
+}
+
+std::string error_of(const std::string& path, bool replay_thread) {
+  try {
+    an::load_trace(path, {}, replay_thread);
+  } catch (const an::TraceError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Replay, AReplayThreadGivesTheSameReport) {
+  TempDir dir;
+  // Four threads' batches, flush marks, steps, torch blocks, failures, cudaMemGetInfo samples and
+  // a backward pass whose autograd-thread allocations take the caller's stack: more events than
+  // a few of the replay thread's batches.
+  TraceBuilder t = base_trace();
+  t.stack(7, {kAppBase + 0x4000});
+  uint64_t time = 1000;
+  std::vector<std::vector<uint8_t>> pending(4);
+  auto put = [&](uint64_t thread, const auto& record) {
+    std::vector<uint8_t> buf(256);
+    size_t n = gf::encode(buf.data(), buf.size(), record);
+    pending[thread].insert(pending[thread].end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+  };
+  for (uint64_t i = 0; i < 60'000; ++i) {
+    time += 300 + i % 700;
+    const uint64_t thread = i % 4;
+    const uint64_t address = 0x100000 + (i % 97) * MiB + thread * (1ull << 40);
+    if (i % 5000 == 0)
+      put(0, gf::MarkerRecord{time, 0, gf::MarkerKind::kStep, "step", 0});
+    else if (i % 20000 == 10)
+      put(0, gf::MarkerRecord{time, 0, gf::MarkerKind::kRangePush, an::kBackwardRange, 2});
+    else if (i % 20000 == 900)
+      put(0, gf::MarkerRecord{time, 0, gf::MarkerKind::kRangePop, an::kBackwardRange, 2});
+    else if (i % 1000 == 3)
+      put(thread, gf::AllocFailedRecord{time, thread, 0, 0, gf::Api::kCudaMalloc, gf::MemoryKind::kDevice,
+                                        64 * MiB, 2, 1});
+    else if (i % 1000 == 4)
+      put(thread, gf::MemInfoRecord{time, 0, 10 * MiB * (i % 7), 80ull << 30});
+    else if (thread == 3)
+      put(thread, gf::TorchEventRecord{time, thread, 0, 0,
+                                       (i / 4) % 2 ? gf::TorchAction::kFreeCompleted : gf::TorchAction::kAlloc,
+                                       address, 4096 + i % 13, 7});
+    else if ((i / 4) % 2 == 0 && i % 3001 != 0)  // the pair's allocation (every ~3000th leaks)
+      put(thread, gf::AllocRecord{time, thread, 0, 0, gf::Api::kCudaMalloc, gf::MemoryKind::kDevice, address,
+                                  1 * MiB + i % 4096, thread == 1 ? 7u : 1u});
+    else
+      put(thread, gf::FreeRecord{time, thread, -1, 0, gf::Api::kCudaFree, gf::MemoryKind::kDevice, address, 0, 0});
+    if (i % 8000 == 7999) {  // a flush: the threads' batches, then the mark
+      for (uint64_t k = 4; k-- > 0;) {
+        t.append_bytes({reinterpret_cast<const char*>(pending[k].data()), pending[k].size()});
+        pending[k].clear();
+      }
+      t.add(gf::FlushRecord{time});
+    }
+  }
+  for (auto& p : pending) t.append_bytes({reinterpret_cast<const char*>(p.data()), p.size()});
+  t.at(time + 1000).end();
+  const std::string path = t.write(dir.file("mix.trace"));
+  const std::string one = report_of(path, false);
+  EXPECT_EQ(report_of(path, true), one);
+  EXPECT_NE(one.find("\"failed_allocations\":60"), std::string::npos) << one.substr(0, 2000);
+
+  // A malformed timed record: the same one-line error either way (the reader decodes it).
+  TraceBuilder bad = base_trace();
+  for (uint64_t i = 0; i < 20'000; ++i) bad.alloc(0x100000 + i * 4096, 64).free(0x100000 + i * 4096);
+  bad.raw(static_cast<uint8_t>(gf::RecordType::kAlloc), std::string_view("\x05\x01\x00\x00\x01\x09", 6));
+  for (uint64_t i = 0; i < 20'000; ++i) bad.alloc(0x100000 + i * 4096, 64);
+  const std::string bad_path = bad.write(dir.file("bad.trace"));
+  const std::string error = error_of(bad_path, false);
+  EXPECT_NE(error.find("malformed record"), std::string::npos) << error;
+  EXPECT_EQ(error_of(bad_path, true), error);
+
+  // A Python stack defined after an autograd-thread allocation looked for it: the loader reads the
+  // file again, buffered; same report either way.
+  TraceBuilder late = base_trace();
+  late.stack(7, {kAppBase + 0x4000});
+  late.add(gf::MarkerRecord{late.now() + 1000, 1, gf::MarkerKind::kRangePush, an::kBackwardRange, 2});
+  late.add(gf::AllocRecord{late.now() + 2000, 2, 0, 0, gf::Api::kCudaMalloc, gf::MemoryKind::kDevice,
+                           0x900000, 3 * MiB, 7});
+  for (uint64_t i = 0; i < 20'000; ++i) late.at(late.now() + 10'000 + i * 1000).alloc(0x100000, 64).free(0x100000);
+  const gf::PyFrameRef frame{1234, 2, 1};
+  late.add(gf::PyStackRecord{7, 1, &frame});
+  late.end();
+  const std::string late_path = late.write(dir.file("late.trace"));
+  EXPECT_EQ(report_of(late_path, true), report_of(late_path, false));
+}

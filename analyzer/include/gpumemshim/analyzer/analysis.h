@@ -129,7 +129,8 @@ struct Report {
 struct AnalyzeOptions {
   const Suppressions* suppressions = nullptr;
   size_t max_frames = 32;
-  size_t jobs = 0;        // traces analysed at once; 0: one per hardware thread
+  size_t jobs = 0;        // cores to use; 0: one per hardware thread. Traces are analysed at once
+                          // up to that; with cores to spare, each one's replay gets a thread
   bool progress = false;  // a progress line on stderr (when it is a terminal, after ~2 s)
   // Called with each loaded trace (its index in paths) after its analysis, on the worker that
   // loaded it, so more can be derived from it without loading it again (e.g. its timeline).

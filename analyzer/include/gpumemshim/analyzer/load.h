@@ -45,7 +45,10 @@ struct LoadedTrace {
 };
 
 // Throws TraceError("<path>: <reason>") for anything that is not a usable trace. site_groups: see
-// Replay::set_site_groups (the timeline's second read, when sites symbolize alike).
-LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& site_groups = {});
+// Replay::set_site_groups (the timeline's second read, when sites symbolize alike). replay_thread:
+// replay on a second thread while this one reads, orders and decodes (same result, ~1.5x faster
+// on one big trace when a core is free).
+LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& site_groups = {},
+                       bool replay_thread = false);
 
 }  // namespace gpumemshim::analyzer
