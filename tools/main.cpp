@@ -57,7 +57,9 @@ int main(int argc, char** argv) {
   report->add_option("--format", rep.format, "text, json or html")->capture_default_str();
   report->add_option("-o,--output", rep.output, "write the report to FILE");
   report->add_option("--suppressions", rep.suppressions, "LeakSanitizer-style suppressions file");
-  report->add_option("-j,--jobs", rep.jobs, "traces analysed at once (default: one per core)");
+  report->add_option("-j,--jobs", rep.jobs,
+                     "cores to use (default: all): traces analysed at once, and with cores to spare "
+                     "each trace's replay on a thread of its own");
   report->add_flag("-q,--quiet", rep.quiet, "no progress line on stderr");
 
   CheckOptions chk;
