@@ -314,12 +314,15 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
       t.attributed_stacks);
   TimedDecoder decode(path, bytes);
   TimedReplay replay(t, backward);
-  std::optional<ReplayThread> replay_thread_;  // after everything its thread uses
-  if (streaming && replay_thread) replay_thread_.emplace(replay);
+  // Declared after everything its thread uses. Decoded markers point into the mapped file; pages
+  // released below while the worker is behind are read again from the file, not lost.
+  std::optional<ReplayThread> worker;
+  if (streaming && replay_thread) worker.emplace(replay);
   auto replay_one = [&](RecordPtr rec) {
-    if (replay_thread_) decode(rec, *replay_thread_);
+    if (worker) decode(rec, *worker);
     else decode(rec, replay);
   };
+  uint64_t end_seen = 0;  // the latest End record's time, for the replay once it is done
   EventQueue events;
   StreamingTimeOrder<RecordPtr> order;
   bool in_order = true;
@@ -434,7 +437,8 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
       case RecordType::kEnd: {
         auto r = decode_or_throw<fmtr::EndRecord>(path, raw);
         t.clean_exit = true;
-        t.end_time_ns = r.time_ns;  // seen by the replay after the last event
+        t.end_time_ns = r.time_ns;
+        end_seen = std::max(end_seen, r.time_ns);
         break;
       }
       default:
@@ -446,13 +450,13 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
   if (streaming) {
     if (!in_order) return false;
     order.finish(replay_one);
-    if (replay_thread_) replay_thread_->finish();
+    if (worker) worker->finish();
     t.stats.max_order_window = order.max_buffered();  // finish's round counts too
   } else {
     t.stats.max_order_window = events.size();
     events.replay_into(replay_one);
   }
-  if (t.clean_exit) t.replay.seen_time(t.end_time_ns);
+  t.replay.seen_time(end_seen);  // not while the worker may still be replaying
   t.replay.finish();
   return true;
 }
