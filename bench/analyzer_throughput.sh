@@ -42,7 +42,7 @@ for n in "${sizes[@]}"; do
       -o /dev/null "$trace"
     two=$(elapsed "$dir/time2.txt")
   fi
-  bytes=$(stat -c %s "$trace")
+  bytes=$(stat -L -c %s "$trace")
   awk -v n="$n" -v b="$bytes" -v s="$secs" -v r="$rss_kb" -v t="$two" 'BEGIN {
     printf "| %d | %d | %.2f | %.2f | %.0f | %.1f | %s | %s |\n", n, b, s, n / s / 1e6, r / 1024, r * 1024 / n,
       (t > 0 ? sprintf("%.2f", t) : "-"), (t > 0 ? sprintf("%.2f", n / t / 1e6) : "-") }'
