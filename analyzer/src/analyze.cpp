@@ -1,6 +1,6 @@
 #include <algorithm>
+#include <cstdint>
 #include <string_view>
-#include <thread>
 
 #include "gpumemshim/analyzer/analysis.h"
 #include "gpumemshim/analyzer/stack_view.h"
@@ -153,7 +153,7 @@ Report analyze(const std::vector<std::string>& paths, const AnalyzeOptions& opti
   for (const std::string& path : paths) total_bytes += file_size_or_zero(path);
   Progress progress(paths.size(), total_bytes, options.progress && Progress::stderr_is_tty());
   // Fewer traces than cores: each one's replay gets a thread of its own (load.h).
-  const size_t cores = options.jobs != 0 ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
+  const size_t cores = worker_count(options.jobs, SIZE_MAX);  // the workers of unlimited traces
   const bool replay_thread = cores >= 2 * worker_count(options.jobs, paths.size());
   parallel_for(paths.size(), options.jobs, [&](size_t i) {
     if (options.suppressions) suppressions[i] = *options.suppressions;

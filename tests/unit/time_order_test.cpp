@@ -82,15 +82,43 @@ TEST(TimeOrder, SortedInputKeepsFileOrder) {
 // must refuse (push returns false) rather than give a different one.
 namespace {
 
-// The streamed order, or nothing when the merge refused the input part-way.
-std::optional<std::vector<size_t>> streamed(const std::vector<Ev>& ev) {
+// Events with flush marks (format 1.1) at the given positions, applied before the event there.
+struct Marked {
+  std::vector<Ev> events;
+  std::vector<std::pair<size_t, uint64_t>> marks;  // (before event index, time)
+};
+
+// One thread with a flush mark every `every` events (the flusher's clock, after every event it
+// drained).
+Marked one_thread_with_marks(size_t n, size_t every) {
+  Marked m;
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0 && i % every == 0) m.marks.emplace_back(i, m.events.back().time);
+    m.events.push_back(Ev{1000 + i * 25'000, 1});  // 40 000 events per second
+  }
+  return m;
+}
+
+// The streamed order and the most events held at once, or nothing when refused.
+std::optional<std::pair<std::vector<size_t>, size_t>> streamed_with_marks(const Marked& m) {
   ga::StreamingTimeOrder<size_t> order;
   std::vector<size_t> out;
   auto visit = [&](size_t i) { out.push_back(i); };
-  for (size_t i = 0; i < ev.size(); ++i)
-    if (!order.push(ev[i].thread, ev[i].time, i, visit)) return std::nullopt;
+  size_t next_mark = 0;
+  for (size_t i = 0; i < m.events.size(); ++i) {
+    for (; next_mark < m.marks.size() && m.marks[next_mark].first == i; ++next_mark)
+      order.flush_mark(m.marks[next_mark].second, visit);
+    if (!order.push(m.events[i].thread, m.events[i].time, i, visit)) return std::nullopt;
+  }
   order.finish(visit);
-  return out;
+  return std::make_pair(out, order.max_buffered());
+}
+
+// The streamed order, or nothing when the merge refused the input part-way.
+std::optional<std::vector<size_t>> streamed(const std::vector<Ev>& ev) {
+  auto got = streamed_with_marks(Marked{ev, {}});
+  if (!got) return std::nullopt;
+  return got->first;
 }
 
 }  // namespace
@@ -118,41 +146,6 @@ TEST(StreamOrder, KeepsOnlyAWindowOfEvents) {
   EXPECT_EQ(visited, ev.size());
   EXPECT_EQ(order.buffered(), 0u);
 }
-
-// Format 1.1: a one-thread trace with a flush mark every `every` events (the flusher's clock, after
-// every event it drained). Marks at the given positions, applied before the event at that index.
-namespace {
-
-struct Marked {
-  std::vector<Ev> events;
-  std::vector<std::pair<size_t, uint64_t>> marks;  // (before event index, time)
-};
-
-Marked one_thread_with_marks(size_t n, size_t every) {
-  Marked m;
-  for (size_t i = 0; i < n; ++i) {
-    if (i > 0 && i % every == 0) m.marks.emplace_back(i, m.events.back().time);
-    m.events.push_back(Ev{1000 + i * 25'000, 1});  // 40 000 events per second
-  }
-  return m;
-}
-
-// The streamed order and the most events held at once, or nothing when refused.
-std::optional<std::pair<std::vector<size_t>, size_t>> streamed_with_marks(const Marked& m) {
-  ga::StreamingTimeOrder<size_t> order;
-  std::vector<size_t> out;
-  auto visit = [&](size_t i) { out.push_back(i); };
-  size_t next_mark = 0;
-  for (size_t i = 0; i < m.events.size(); ++i) {
-    for (; next_mark < m.marks.size() && m.marks[next_mark].first == i; ++next_mark)
-      order.flush_mark(m.marks[next_mark].second, visit);
-    if (!order.push(m.events[i].thread, m.events[i].time, i, visit)) return std::nullopt;
-  }
-  order.finish(visit);
-  return std::make_pair(out, order.max_buffered());
-}
-
-}  // namespace
 
 TEST(StreamOrder, FlushMarksBoundAOneThreadWindow) {
   // 400 000 events over 10 s: without marks the idle window (1 s) holds 40 000 of them.

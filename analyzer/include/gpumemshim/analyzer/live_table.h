@@ -33,7 +33,7 @@ class LiveTable {
     return {&records_[*number], true};
   }
 
-  static constexpr size_t kNone = SIZE_MAX;
+  static constexpr size_t kNone = FlatMap<Key, uint32_t, Hash>::kNone;
   size_t find_slot(const Key& k) const { return index_.find_slot(k); }
   Record& at_slot(size_t slot) { return records_[index_.at_slot(slot)]; }
   void erase_slot(size_t slot) {

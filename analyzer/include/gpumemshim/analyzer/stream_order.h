@@ -45,11 +45,7 @@ class StreamingTimeOrder {
     batch_->last = std::max(batch_->last, time);
     newest_ = std::max(newest_, time);
     queue_.push_back(Item{time, e});
-    if (queue_.size() >= next_round_) {
-      emit(bound(), visit);
-      // Each round reads the whole queue: rounds spaced by at least what stayed keep that linear.
-      next_round_ = std::max(kMinRound, 2 * queue_.size());
-    }
+    if (queue_.size() >= next_round_) round(visit);
     return true;
   }
 
@@ -60,8 +56,7 @@ class StreamingTimeOrder {
   void flush_mark(uint64_t time, Visit&& visit) {
     mark_bound_ = std::max(mark_bound_, last_mark_);
     last_mark_ = std::max(last_mark_, time);
-    emit(bound(), visit);
-    next_round_ = std::max(kMinRound, 2 * queue_.size());
+    round(visit);
   }
 
   // End of input: emits everything left.
@@ -96,6 +91,14 @@ class StreamingTimeOrder {
       batch_ = nullptr;  // streams_ may have moved
     }
     return streams_[it->second];
+  }
+
+  // Emits what is safe now. Each round reads the whole queue: rounds spaced by at least what
+  // stayed keep that linear.
+  template <typename Visit>
+  void round(Visit& visit) {
+    emit(bound(), visit);
+    next_round_ = std::max(kMinRound, 2 * queue_.size());
   }
 
   // Events at or before this time cannot be preceded by one still to come.
