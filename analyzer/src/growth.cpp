@@ -13,13 +13,25 @@ uint64_t round_up(uint64_t v, uint64_t k) { return (v + k - 1) / k * k; }
 void SiteSampler::boundary(uint64_t index, const std::vector<uint64_t>& live_by_site) {
   if (index <= last_) return;
   last_ = index;
+  by_site_start_.clear();  // the index no longer covers the log
+  by_site_.clear();
   const uint64_t tag = round_up(index, k_);
+  if (!dirty_.empty() && (tags_.empty() || tags_.back() != tag)) tags_.push_back(tag);
+  const auto group = static_cast<uint32_t>(tags_.size() - 1);
   for (uint32_t site : dirty_) {
     dirty_flag_[site] = 0;
-    if (site >= samples_.size()) samples_.resize(site + 1);
-    std::vector<Sample>& v = samples_[site];
-    if (!v.empty() && v.back().tag == tag) v.back().bytes = live_by_site[site];
-    else v.push_back(Sample{tag, live_by_site[site]});
+    if (site >= last_entry_.size()) {
+      last_entry_.resize(site + 1, kNoEntry);
+      sites_ = last_entry_.size();
+    }
+    uint32_t& e = last_entry_[site];
+    // A value for this tag already: the later one holds.
+    if (e != kNoEntry && log_[e].group == group) {
+      log_[e].bytes = live_by_site[site];
+    } else {
+      e = static_cast<uint32_t>(log_.size());
+      log_.push_back(Entry{live_by_site[site], site, group});
+    }
   }
   dirty_.clear();
   uint64_t k = k_;
@@ -31,16 +43,37 @@ void SiteSampler::boundary(uint64_t index, const std::vector<uint64_t>& live_by_
 // multiple of the new stride, and of several values landing on one tag the last one wins.
 void SiteSampler::thin(uint64_t new_stride) {
   k_ = new_stride;
-  for (std::vector<Sample>& v : samples_) {
-    size_t out = 0;
-    for (size_t i = 0; i < v.size(); ++i) {
-      Sample s{round_up(v[i].tag, k_), v[i].bytes};
-      if (out > 0 && v[out - 1].tag == s.tag) v[out - 1] = s;
-      else v[out++] = s;
-    }
-    v.resize(out);
-    v.shrink_to_fit();
+  std::vector<uint32_t> new_group(tags_.size());
+  size_t tags = 0;
+  for (size_t g = 0; g < tags_.size(); ++g) {
+    uint64_t t = round_up(tags_[g], k_);
+    if (tags == 0 || tags_[tags - 1] != t) tags_[tags++] = t;
+    new_group[g] = static_cast<uint32_t>(tags - 1);
   }
+  tags_.resize(tags);
+  std::fill(last_entry_.begin(), last_entry_.end(), kNoEntry);
+  size_t out = 0;
+  for (size_t i = 0; i < log_.size(); ++i) {
+    Entry e = log_[i];
+    e.group = new_group[e.group];
+    uint32_t& last = last_entry_[e.site];
+    if (last != kNoEntry && log_[last].group == e.group) {
+      log_[last].bytes = e.bytes;
+    } else {
+      last = static_cast<uint32_t>(out);
+      log_[out++] = e;
+    }
+  }
+  log_.resize(out);
+}
+
+void SiteSampler::finish() {
+  by_site_start_.assign(sites_ + 1, 0);
+  for (const Entry& e : log_) ++by_site_start_[e.site + 1];
+  for (size_t s = 1; s <= sites_; ++s) by_site_start_[s] += by_site_start_[s - 1];
+  by_site_.resize(log_.size());
+  std::vector<uint32_t> next(by_site_start_.begin(), by_site_start_.end() - 1);
+  for (size_t i = 0; i < log_.size(); ++i) by_site_[next[log_[i].site]++] = static_cast<uint32_t>(i);
 }
 
 std::vector<uint64_t> SiteSampler::points() const {
@@ -53,14 +86,26 @@ std::vector<uint64_t> SiteSampler::points() const {
 std::vector<uint64_t> SiteSampler::series(uint32_t site) const {
   std::vector<uint64_t> x = points();
   std::vector<uint64_t> y(x.size(), 0);
-  if (site >= samples_.size()) return y;
-  const std::vector<Sample>& v = samples_[site];
+  if (site >= sites_) return y;
+  // The site's entries in tag order: from the index, or (not finished) by a scan of the log.
+  std::vector<uint32_t> scanned;
+  const uint32_t* v = nullptr;
+  size_t n = 0;
+  if (!by_site_start_.empty()) {
+    v = by_site_.data() + by_site_start_[site];
+    n = by_site_start_[site + 1] - by_site_start_[site];
+  } else {
+    for (size_t i = 0; i < log_.size(); ++i)
+      if (log_[i].site == site) scanned.push_back(static_cast<uint32_t>(i));
+    v = scanned.data();
+    n = scanned.size();
+  }
   size_t j = 0;
   uint64_t value = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     // The last boundary may not be a kept multiple: values tagged up to the next multiple hold.
     uint64_t upto = (i + 1 == x.size()) ? round_up(x[i], k_) : x[i];
-    while (j < v.size() && v[j].tag <= upto) value = v[j++].bytes;
+    while (j < n && tags_[log_[v[j]].group] <= upto) value = log_[v[j++]].bytes;
     y[i] = value;
   }
   return y;

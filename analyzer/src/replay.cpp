@@ -27,6 +27,10 @@ uint32_t Replay::site_of(const RawSite& s, int32_t device) {
   if (inserted) {
     *index = static_cast<uint32_t>(sites_.size());
     sites_.push_back(s);
+    SiteHot hot;
+    hot.timeline = is_timeline_site(*index);
+    if (*index < group_of_.size()) hot.group = group_of_[*index];
+    site_hot_.push_back(hot);
     site_live_.push_back(0);
     site_device_.push_back(device);
     site_peak_.push_back(0);
@@ -36,29 +40,34 @@ uint32_t Replay::site_of(const RawSite& s, int32_t device) {
   return *index;
 }
 
-void Replay::site_add(uint32_t site, uint64_t bytes) {
+void Replay::site_seen(uint32_t site, SiteHot& hot) {
   peak_sites_.before_change(site, site_live_[site]);
-  uint64_t now = site_live_[site] += bytes;
-  site_peak_[site] = std::max(site_peak_[site], now);
   step_sampler_.touch(site);
   time_sampler_.touch(site);
-  if (is_timeline_site(site)) {
+  hot.stamp = stamp_;
+}
+
+void Replay::site_add(uint32_t site, uint64_t bytes) {
+  SiteHot& hot = site_hot_[site];
+  if (hot.stamp != stamp_) site_seen(site, hot);
+  uint64_t now = site_live_[site] += bytes;
+  site_peak_[site] = std::max(site_peak_[site], now);
+  if (hot.timeline) {
     timeline_.site_changed(site, now);
     log_site_change(site, static_cast<int64_t>(bytes));
   }
-  if (site < group_of_.size()) group_change(site, bytes);
+  if (hot.group != UINT32_MAX) groups_.change(hot.group, bytes);
 }
 
 void Replay::site_sub(uint32_t site, uint64_t bytes) {
-  peak_sites_.before_change(site, site_live_[site]);
+  SiteHot& hot = site_hot_[site];
+  if (hot.stamp != stamp_) site_seen(site, hot);
   uint64_t now = site_live_[site] -= bytes;
-  step_sampler_.touch(site);
-  time_sampler_.touch(site);
-  if (is_timeline_site(site)) {
+  if (hot.timeline) {
     timeline_.site_changed(site, now);
     log_site_change(site, -static_cast<int64_t>(bytes));
   }
-  if (site < group_of_.size()) group_change(site, uint64_t{0} - bytes);
+  if (hot.group != UINT32_MAX) groups_.change(hot.group, uint64_t{0} - bytes);
 }
 
 Replay::GroupSums::GroupSums(const std::vector<uint32_t>& group_of) {
@@ -72,6 +81,8 @@ Replay::GroupSums::GroupSums(const std::vector<uint32_t>& group_of) {
 void Replay::set_site_groups(std::vector<uint32_t> group_of) {
   groups_ = GroupSums(group_of);
   group_of_ = std::move(group_of);
+  for (size_t i = 0; i < site_hot_.size(); ++i)
+    site_hot_[i].group = i < group_of_.size() ? group_of_[i] : UINT32_MAX;
 }
 
 std::vector<uint64_t> Replay::group_peaks_from_log(const std::vector<uint32_t>& group_of) const {
@@ -83,11 +94,6 @@ std::vector<uint64_t> Replay::group_peaks_from_log(const std::vector<uint32_t>& 
       sums.change(group_of[site], static_cast<uint64_t>(delta));
   }
   return sums.peak;
-}
-
-void Replay::group_change(uint32_t site, uint64_t delta) {
-  const uint32_t g = group_of_[site];
-  if (g != UINT32_MAX) groups_.change(g, delta);
 }
 
 uint64_t Replay::torch_reserved_bytes() const {
@@ -109,13 +115,17 @@ uint64_t Replay::torch_allocated_bytes() const {
 void Replay::tick(uint64_t time_ns) {
   const uint64_t next = time_ns / kTimeTickNs;
   const uint64_t k = time_sampler_.stride();
-  if ((time_tick_ + 1 + k - 1) / k != (next + 1 + k - 1) / k) time_sampler_.boundary(time_tick_ + 1, site_live_);
+  if ((time_tick_ + 1 + k - 1) / k != (next + 1 + k - 1) / k) {
+    time_sampler_.boundary(time_tick_ + 1, site_live_);
+    new_stamp();
+  }
   time_tick_ = next;
 }
 
 SiteSampler Replay::time_samples_closed() const {
   SiteSampler s = time_sampler_;
   s.boundary(time_tick_ + 1, site_live_);
+  s.finish();
   return s;
 }
 
@@ -141,6 +151,7 @@ void Replay::alloc(const format::AllocRecord& r) {
     in_step_ += r.size;
     if (live_device_bytes_ > summary_.peak_bytes) {
       peak_sites_.new_peak();  // ranks: sites at the peak
+      new_stamp();
       peak_in_step_ = in_step_;
       peak_time_ns_ = r.time_ns;
     }
@@ -235,6 +246,7 @@ void Replay::marker(const format::MarkerRecord& r) {
       if (step_times_.size() < kMaxStepTimes) step_times_.push_back(r.time_ns);
       in_step_ = torch_in_step_ = 0;  // what is live now was made in earlier steps
       step_sampler_.boundary(summary_.steps, site_live_);
+      new_stamp();
       break;
     case format::MarkerKind::kRangePush:
       if (r.name.starts_with(kRegionPrefix) && regions_.size() < UINT32_MAX - 1) {

@@ -13,7 +13,9 @@ namespace gpumemshim::analyzer {
 // Only sites touched since the previous boundary are written at a boundary, so sampling costs
 // O(events), not O(sites x boundaries). Memory stays bounded: once more than max_points
 // boundaries exist, only every k-th is kept (k doubles), so a site holds at most max_points
-// values however long the run.
+// values however long the run. The values are kept in one log in boundary order (a boundary
+// appends to the end: one sequential write per site, where a vector per site cost two cache
+// misses each), grouped by site for series() once, by finish().
 class SiteSampler {
  public:
   explicit SiteSampler(uint64_t max_points) : max_points_(max_points) {}
@@ -27,20 +29,24 @@ class SiteSampler {
   }
   // Boundary `index` (increasing, from 1) is reached: live_by_site holds every site's bytes now.
   void boundary(uint64_t index, const std::vector<uint64_t>& live_by_site);
+  // After the last boundary: indexes the log by site (series() works without, scanning the log).
+  void finish();
   uint64_t last_boundary() const { return last_; }
   uint64_t stride() const { return k_; }
   // The boundaries kept (every stride-th, and the last one), increasing.
   std::vector<uint64_t> points() const;
   // A site's live bytes at each of points() (0 before it was first sampled).
   std::vector<uint64_t> series(uint32_t site) const;
-  // Sites that have at least one sample.
-  size_t sites() const { return samples_.size(); }
+  // One more than the highest site sampled.
+  size_t sites() const { return sites_; }
 
  private:
-  struct Sample {
-    uint64_t tag;    // the first kept boundary at which this value holds
+  struct Entry {
     uint64_t bytes;
+    uint32_t site;
+    uint32_t group;  // tags_[group]: the first kept boundary at which this value holds
   };
+  static constexpr uint32_t kNoEntry = UINT32_MAX;
   void thin(uint64_t new_stride);
 
   uint64_t max_points_;
@@ -48,7 +54,12 @@ class SiteSampler {
   uint64_t last_ = 0;
   std::vector<uint32_t> dirty_;
   std::vector<uint8_t> dirty_flag_;
-  std::vector<std::vector<Sample>> samples_;  // by site
+  std::vector<uint64_t> tags_;       // increasing
+  std::vector<Entry> log_;           // by group; a site at most once per group
+  std::vector<uint32_t> last_entry_; // by site: its latest entry in log_ (kNoEntry: none)
+  size_t sites_ = 0;
+  std::vector<uint32_t> by_site_start_;  // finish(): site s's entries are by_site_[start[s]..start[s+1])
+  std::vector<uint32_t> by_site_;
 };
 
 // One growth fit: x = boundary indices, y = live bytes.

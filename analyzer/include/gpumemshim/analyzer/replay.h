@@ -118,7 +118,10 @@ class Replay {
   void torch(const format::TorchEventRecord& r);
   void seen_time(uint64_t t) { if (t > last_time_ns_) last_time_ns_ = t; }
   // After the last event.
-  void finish() { timeline_.finish(); }
+  void finish() {
+    timeline_.finish();
+    step_sampler_.finish();
+  }
 
   const Summary& summary() const { return summary_; }
   const std::vector<FailureEvent>& failures() const { return failures_; }
@@ -187,6 +190,17 @@ class Replay {
   uint32_t site_of(const RawSite& s, int32_t device);
   void site_add(uint32_t site, uint64_t bytes);
   void site_sub(uint32_t site, uint64_t bytes);
+  // What every change of a site's bytes reads besides the bytes, side by side. The peak tracker
+  // and both samplers only need to see a site once after each of their own moments (a new peak, a
+  // boundary): all three are behind one stamp, bumped at any of those moments, so a site's change
+  // costs one comparison until the next.
+  struct SiteHot {
+    uint64_t stamp = 0;             // stamp_ when the trackers last saw the site
+    uint32_t group = UINT32_MAX;    // set_site_groups' group, UINT32_MAX: none
+    bool timeline = false;          // is_timeline_site
+  };
+  void new_stamp() { ++stamp_; }
+  [[gnu::noinline]] void site_seen(uint32_t site, SiteHot& hot);
   // Every timed event passes here first: the time, and the time buckets it closes.
   void at(uint64_t time_ns) {
     seen_time(time_ns);
@@ -210,7 +224,6 @@ class Replay {
     }
     std::vector<uint64_t> live, peak;
   };
-  void group_change(uint32_t site, uint64_t delta);
   // One change in 8 bytes: the site in the top 24 bits, the signed change in the low 40.
   static constexpr int kDeltaBits = 40;
   void log_site_change(uint32_t site, int64_t delta) {
@@ -227,6 +240,8 @@ class Replay {
   }
 
   std::vector<RawSite> sites_;
+  std::vector<SiteHot> site_hot_;
+  uint64_t stamp_ = 1;
   FlatMap<RawSite, uint32_t, RawSiteHash> site_index_;
   std::vector<uint64_t> site_live_;
   std::vector<int32_t> site_device_;
