@@ -132,8 +132,7 @@ SiteSampler Replay::time_samples_closed() const {
 void Replay::alloc(const format::AllocRecord& r) {
   at(r.time_ns);
   ++summary_.allocations;
-  AddressKey key{r.address, address_class(r.kind)};
-  auto [slot, inserted] = live_.try_emplace(key);
+  auto [slot, inserted] = live_[address_class(r.kind)].try_emplace(r.address);
   // A live address allocated again: we missed its free; the new allocation replaces the old one.
   if (!inserted) forget(*slot);
   LiveAlloc& a = *slot;
@@ -180,17 +179,18 @@ void Replay::free(const format::FreeRecord& r) {
     ++summary_.failed_frees;
     return;
   }
-  const size_t slot = live_.find_slot(AddressKey{r.address, address_class(r.kind)});
-  if (slot == live_.kNone) {
+  LiveTable<uint64_t, LiveAlloc, AddressHash>& table = live_[address_class(r.kind)];
+  const size_t slot = table.find_slot(r.address);
+  if (slot == table.kNone) {
     ++summary_.unmatched_frees;
     return;
   }
-  const LiveAlloc& a = live_.at_slot(slot);
+  const LiveAlloc& a = table.at_slot(slot);
   ++summary_.frees;
   ++summary_.by_kind[static_cast<uint8_t>(a.kind)].frees;
   bool device = is_device_memory_kind(a.kind);
   forget(a);
-  live_.erase_slot(slot);  // last: a is the table's record
+  table.erase_slot(slot);  // last: a is the table's record
   if (device) timeline_point(r.time_ns);
 }
 
@@ -433,8 +433,10 @@ TorchSnapshot Replay::snapshot(int32_t device, uint64_t time_ns) const {
 
 std::vector<LiveAlloc> Replay::live() const {
   std::vector<LiveAlloc> out;
-  out.reserve(live_.size() + torch_live_.size());
-  live_.for_each([&out](const AddressKey&, const LiveAlloc& a) { out.push_back(a); });
+  size_t n = torch_live_.size();
+  for (const auto& table : live_) n += table.size();
+  out.reserve(n);
+  for (const auto& table : live_) table.for_each([&out](uint64_t, const LiveAlloc& a) { out.push_back(a); });
   torch_live_.for_each([&out](uint64_t, const LiveAlloc& a) { out.push_back(a); });
   std::sort(out.begin(), out.end(), [](const LiveAlloc& x, const LiveAlloc& y) {
     if (x.time_ns != y.time_ns) return x.time_ns < y.time_ns;

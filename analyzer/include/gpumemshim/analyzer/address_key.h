@@ -1,6 +1,6 @@
-// The key of a live allocation, shared by the replay and the timeline: an address within its
-// table. Device, managed and pool addresses share one table (cudaFree frees any of them); pinned
-// host memory, VMM physical handles, mappings and reservations each have their own.
+// The table a live allocation's address is looked up in: the replay keeps one per address class.
+// Device, managed and pool addresses share one (cudaFree frees any of them); pinned host memory,
+// VMM physical handles, mappings and reservations each have their own.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -21,17 +21,6 @@ inline uint8_t address_class(format::MemoryKind kind) {
   }
   return 5;
 }
-
-struct AddressKey {
-  uint64_t address;
-  uint8_t cls;  // address_class of the allocation's memory kind
-  bool operator==(const AddressKey&) const = default;
-};
-
-struct AddressKeyHash {
-  size_t operator()(const AddressKey& k) const noexcept {
-    return static_cast<size_t>((k.address ^ (uint64_t{k.cls} << 59)) * 0x9E3779B97F4A7C15ull);
-  }
-};
+inline constexpr size_t kAddressClasses = 6;  // address_class's values
 
 }  // namespace gpumemshim::analyzer

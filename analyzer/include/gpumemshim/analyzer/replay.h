@@ -1,6 +1,7 @@
 // Replays one process's alloc/free events: the live set, counters, peaks and failures.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -273,10 +274,12 @@ class Replay {
   std::vector<DeviceMemoryTrack> devices_;
   std::vector<OomEvent> ooms_;
 
-  LiveTable<AddressKey, LiveAlloc, AddressKeyHash> live_;
   struct AddressHash {
     size_t operator()(uint64_t a) const noexcept { return static_cast<size_t>(a); }  // FlatMap mixes
   };
+  // Live allocations by address, one table per address class (address_key.h): 16-byte index
+  // slots, where a (address, class) key made them 24.
+  std::array<LiveTable<uint64_t, LiveAlloc, AddressHash>, kAddressClasses> live_;
   LiveTable<uint64_t, LiveAlloc, AddressHash> torch_live_;  // tensor blocks by address
   Summary summary_;
   std::vector<FailureEvent> failures_;
