@@ -139,13 +139,17 @@ class StreamingTimeOrder {
     }
   }
 
-  // As few passes as the round's time range needs, digits of at most 12 bits (a 32 KiB count
+  // As few passes as the round's time range needs, digits of at most 13 bits (a 32 KiB count
   // table stays in the L1 cache), balanced across the passes.
   void sort_by_time(uint64_t lo, uint64_t hi) {
     const uint64_t range = hi - lo;
     if (range == 0) return;
+    if (ready_.size() > UINT32_MAX) {  // beyond the 32-bit counts: a plain stable sort
+      std::stable_sort(ready_.begin(), ready_.end(), [](const Item& a, const Item& b) { return a.time < b.time; });
+      return;
+    }
     const int bits = 64 - __builtin_clzll(range);
-    const int passes = (bits + 11) / 12;
+    const int passes = (bits + 12) / 13;
     const int digit = (bits + passes - 1) / passes;
     const size_t buckets = size_t{1} << digit;
     scratch_.resize(ready_.size());
@@ -160,7 +164,7 @@ class StreamingTimeOrder {
 
   std::vector<Item> queue_;    // in file order
   std::vector<Item> ready_, scratch_;
-  std::vector<size_t> count_;
+  std::vector<uint32_t> count_;  // a round holds fewer than 2^32 events
   std::vector<Stream> streams_;
   std::unordered_map<uint64_t, uint32_t> index_;  // stream id -> streams_ index
   uint64_t batch_stream_ = 0;  // the stream of the batch being read
