@@ -251,13 +251,15 @@ TEST(FormatRoundTrip, TorchEvent) {
   EXPECT_EQ(o.stream, e.stream); EXPECT_EQ(o.action, e.action); EXPECT_EQ(o.address, e.address);
   EXPECT_EQ(o.size, e.size); EXPECT_EQ(o.stack_id, e.stack_id);
 
-  // Extremes fit the unchecked fast path: every varint at its longest, a negative device.
+  // Extremes fit the unchecked fast path: every varint at its longest, a negative device (1.x;
+  // the fixed layout's extremes: FormatLayouts below).
   gf::TorchEventRecord big{UINT64_MAX, UINT64_MAX, INT32_MIN, UINT64_MAX, gf::TorchAction::kOom,
                            UINT64_MAX, UINT64_MAX, UINT64_MAX};
-  TraceBuilder t2;
+  TraceBuilder t2(gf::kVersion1_1);
   t2.add(big);
   auto b = read_back<gf::TorchEventRecord>(t2, gf::RecordType::kTorchEvent);
-  EXPECT_EQ(b.time_ns, UINT64_MAX); EXPECT_EQ(b.device, INT32_MIN); EXPECT_EQ(b.action, gf::TorchAction::kOom);
+  EXPECT_EQ(b.time_ns, UINT64_MAX); EXPECT_EQ(b.thread_id, UINT64_MAX); EXPECT_EQ(b.device, INT32_MIN);
+  EXPECT_EQ(b.action, gf::TorchAction::kOom);
   EXPECT_EQ(b.address, UINT64_MAX); EXPECT_EQ(b.size, UINT64_MAX); EXPECT_EQ(b.stack_id, UINT64_MAX);
   EXPECT_EQ(gf::torch_action_name(gf::TorchAction::kSegmentUnmap), "segment_unmap");
 }
