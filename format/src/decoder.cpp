@@ -72,8 +72,9 @@ std::string RecordReader::read_header() {
   version_.major = static_cast<uint16_t>(data_[8] | (data_[9] << 8));
   version_.minor = static_cast<uint16_t>(data_[10] | (data_[11] << 8));
   if (version_.major > kVersionMajor || version_.major == 0)
-    return fmt::format("trace format version {}.{} is not supported (this gpumemshim reads versions 1.0 to {}.x)",
-                       version_.major, version_.minor, kVersionMajor);
+    return fmt::format(
+        "trace format version {}.{} is not supported (this gpumemshim reads versions 1.0 to {}.x)",
+        version_.major, version_.minor, kVersionMajor);
   pos_ = kHeaderSize;
   return {};
 }

@@ -43,7 +43,8 @@ size_t frame(uint8_t* out, size_t capacity, RecordType type, Fill&& fill) {
 }
 
 // Unchecked writes for the varint event records (AllocFailed, MemInfo; the hot records of 1.x).
-// Their payloads are at most 80 bytes, so the length is one byte and no bounds check is needed once 2 + 128 bytes are free.
+// Their payloads are at most 80 bytes, so the length is one byte and no bounds check is needed
+// once 2 + 128 bytes are free.
 inline uint8_t* put_varint(uint8_t* p, uint64_t v) {
   while (v >= 0x80) {
     *p++ = static_cast<uint8_t>(v) | 0x80;
