@@ -5,8 +5,10 @@
 // thread's records in per-thread batches, so time is out of order across threads within a flush).
 //
 //   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch]
-//             [--no-flush-marks]
+//             [--no-flush-marks] [--format-1]
 //
+// The trace is format 2.0 (the hot records' fixed layout, as the shim writes); --format-1 writes the
+// same events as a 1.1 trace (varint hot records, a 1.1 header), for comparing the two.
 // Each flush ends with a Flush record, as the shim's flusher writes since format 1.1;
 // --no-flush-marks leaves them out (a trace as the shim wrote before).
 // --torch: the allocations and frees are PyTorch caching-allocator tensor events (TorchEvent alloc /
@@ -40,7 +42,7 @@ struct Rng {  // xorshift64*: fast and reproducible
 
 class Out {
  public:
-  explicit Out(const char* path) : f_(std::fopen(path, "wb")) {
+  Out(const char* path, gf::Version version) : f_(std::fopen(path, "wb")), version_(version) {
     if (!f_) {
       std::perror(path);
       std::exit(2);
@@ -54,14 +56,14 @@ class Out {
   template <typename Rec>
   void put(const Rec& r) {
     if (buf_.size() - len_ < 4096) flush();
-    size_t n = gf::encode(buf_.data() + len_, buf_.size() - len_, r);
+    size_t n = gf::encode_for(version_, buf_.data() + len_, buf_.size() - len_, r);
     if (n == 0) {
       std::fprintf(stderr, "gen_trace: a record did not encode\n");
       std::exit(2);
     }
     len_ += n;
   }
-  void header() { len_ += gf::encode_header(buf_.data() + len_, buf_.size() - len_); }
+  void header() { len_ += gf::encode_header(buf_.data() + len_, buf_.size() - len_, version_); }
   void raw(const uint8_t* p, size_t n) {
     if (buf_.size() - len_ < n) flush();
     std::memcpy(buf_.data() + len_, p, n);
@@ -77,6 +79,7 @@ class Out {
 
  private:
   std::FILE* f_;
+  gf::Version version_;
   std::vector<uint8_t> buf_;
   size_t len_ = 0;
 };
@@ -105,7 +108,7 @@ uint64_t arg_u64(int& i, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch] [--no-flush-marks]\n");
+    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch] [--no-flush-marks] [--format-1]\n");
     return 2;
   }
   const char* path = argv[1];
@@ -116,6 +119,7 @@ int main(int argc, char** argv) {
   bool twins = false;
   bool torch = false;
   bool marks = true;
+  gf::Version version = gf::kVersion;  // --format-1: a 1.1 trace
   for (int i = 3; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--threads") threads = arg_u64(i, argc, argv);
@@ -126,6 +130,7 @@ int main(int argc, char** argv) {
     else if (a == "--twin-stacks") twins = true;
     else if (a == "--torch") torch = true;
     else if (a == "--no-flush-marks") marks = false;
+    else if (a == "--format-1") version = gf::kVersion1_1;
     else {
       std::fprintf(stderr, "gen_trace: unknown option %s\n", argv[i]);
       return 2;
@@ -133,7 +138,7 @@ int main(int argc, char** argv) {
   }
   if (threads == 0 || stacks == 0) return 2;
   Rng rng{seed * 0x9E3779B97F4A7C15ull + 1};
-  Out out(path);
+  Out out(path, version);
   out.header();
   out.put(gf::ProcessRecord{4242, 1, rank, 1'700'000'000'000'000'000ull, 1'000'000, "benchhost",
                             "python train.py --synthetic", "/usr/bin/python3"});
@@ -153,7 +158,7 @@ int main(int argc, char** argv) {
         for (size_t f = 0; f < depth; ++f)
           frames.push_back(0x400000 + (f < 4 ? rng.below(0x200000) : 0x1000 * (f * 7 + s % (f + 3))));
       }
-      stack_ids[s] = rng.next() | 1;  // a 64-bit hash in a real trace: 9-10 byte varints
+      stack_ids[s] = rng.next() | 1;  // a 64-bit hash in a real trace: 9-10 byte varints in 1.x
       out.put(gf::StackRecord{stack_ids[s], static_cast<uint32_t>(frames.size()), frames.data()});
     }
   }
@@ -167,7 +172,7 @@ int main(int argc, char** argv) {
 
   uint8_t rec[256];
   auto emit = [&](Thread& t, const auto& r) {
-    size_t n = gf::encode(rec, sizeof rec, r);
+    size_t n = gf::encode_for(version, rec, sizeof rec, r);
     t.pending.insert(t.pending.end(), rec, rec + n);
   };
   // The shim drains every thread's ring each 50 ms: file order is per-thread batches.

@@ -22,6 +22,7 @@
 #include "gpumemshim/analyzer/stream_order.h"
 #include "gpumemshim/analyzer/time_order.h"
 #include "gpumemshim/format/decoder.h"
+#include "gpumemshim/format/fixed_layout.h"
 #include "gpumemshim/format/varint.h"
 
 namespace gpumemshim::analyzer {
@@ -57,6 +58,11 @@ struct TimeAndStream {
   uint64_t stream;
 };
 TimeAndStream time_and_stream(const fmtr::RawRecord& raw) {
+  if (raw.fixed_layout && fmtr::is_fixed_layout_type(raw.type)) {  // 2.x: at fixed offsets
+    if (raw.size < fmtr::kFixedTimeAndThreadSize) return {0, 0};  // malformed: decoding says so
+    auto [time, thread] = fmtr::fixed_time_and_thread(raw.payload);
+    return {time, thread};
+  }
   fmtr::ByteReader r(raw.payload, raw.size, raw.readable_end);
   uint64_t time = r.varint();
   // memory-info samples carry no thread: one stream of their own
@@ -133,7 +139,8 @@ using TimedEvent = std::variant<fmtr::AllocRecord, fmtr::FreeRecord, fmtr::Torch
 // Decodes the timed record at `rec` (its head was checked when it was read) and calls f(record).
 class TimedDecoder {
  public:
-  TimedDecoder(const std::string& path, std::span<const uint8_t> bytes) : path_(path), bytes_(bytes) {}
+  TimedDecoder(const std::string& path, std::span<const uint8_t> bytes, bool fixed_layout)
+      : path_(path), bytes_(bytes), fixed_layout_(fixed_layout) {}
 
   template <typename F>
   void operator()(RecordPtr rec, F&& f) const {
@@ -158,11 +165,13 @@ class TimedDecoder {
     raw.payload = r.position();
     raw.offset = static_cast<uint64_t>(rec - bytes_.data());
     raw.readable_end = bytes_.data() + bytes_.size();
+    raw.fixed_layout = fixed_layout_;
     return raw;
   }
 
   const std::string& path_;
   std::span<const uint8_t> bytes_;
+  bool fixed_layout_;  // a 2.x file (RawRecord::fixed_layout)
 };
 
 // Replays decoded timed records in the order given, counting them in the trace's statistics.
@@ -312,7 +321,7 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
         return false;
       },
       t.attributed_stacks);
-  TimedDecoder decode(path, bytes);
+  TimedDecoder decode(path, bytes, fmtr::has_fixed_layout(reader.version()));
   TimedReplay replay(t, backward);
   // Declared after everything its thread uses. Decoded markers point into the mapped file; pages
   // released below while the worker is behind are read again from the file, not lost.

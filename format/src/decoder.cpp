@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "gpumemshim/format/fixed_layout.h"
 #include "gpumemshim/format/varint.h"
 
 namespace gpumemshim::format {
@@ -71,8 +72,9 @@ std::string RecordReader::read_header() {
   version_.major = static_cast<uint16_t>(data_[8] | (data_[9] << 8));
   version_.minor = static_cast<uint16_t>(data_[10] | (data_[11] << 8));
   if (version_.major > kVersionMajor || version_.major == 0)
-    return fmt::format("trace format version {}.{} is not supported (this gpumemshim reads {}.x)",
-                       version_.major, version_.minor, kVersionMajor);
+    return fmt::format(
+        "trace format version {}.{} is not supported (this gpumemshim reads versions 1.0 to {}.x)",
+        version_.major, version_.minor, kVersionMajor);
   pos_ = kHeaderSize;
   return {};
 }
@@ -94,6 +96,7 @@ ReadStatus RecordReader::next(RawRecord& out) {
   out.size = length;
   out.offset = start;
   out.readable_end = data_.data() + data_.size();
+  out.fixed_layout = has_fixed_layout(version_);
   pos_ = static_cast<size_t>(r.position() - data_.data()) + length;
   return ReadStatus::kRecord;
 }
@@ -146,14 +149,16 @@ bool event_head(ByteReader& r, Rec& o) {
 }  // namespace
 
 bool decode(const RawRecord& raw, AllocRecord& o) {
+  if (raw.fixed_layout) return raw.size >= kFixedAllocSize && decode_fixed(raw.payload, o);
   auto r = reader(raw);
   bool kind_ok = event_head(r, o);
-  // the hot records' last fields change length from record to record (varint_varying)
+  // 1.x: the hot records' last fields change length from record to record (varint_varying)
   o.address = r.varint_varying(); o.size = r.varint_varying(); o.stack_id = r.varint_varying();
   return kind_ok && !r.failed();
 }
 
 bool decode(const RawRecord& raw, FreeRecord& o) {
+  if (raw.fixed_layout) return raw.size >= kFixedFreeSize && decode_fixed(raw.payload, o);
   auto r = reader(raw);
   bool kind_ok = event_head(r, o);
   o.address = r.varint_varying(); o.stack_id = r.varint_varying();
@@ -175,6 +180,7 @@ bool decode(const RawRecord& raw, StackLabelRecord& o) {
 }
 
 bool decode(const RawRecord& raw, TorchEventRecord& o) {
+  if (raw.fixed_layout) return raw.size >= kFixedTorchEventSize && decode_fixed(raw.payload, o);
   auto r = reader(raw);
   o.time_ns = r.varint(); o.thread_id = r.varint();
   o.device = static_cast<int32_t>(r.svarint()); o.stream = r.varint();

@@ -2,7 +2,8 @@
 order a trace without holding a second of events (docs/trace-format.md "Ordering")."""
 from conftest import SCENARIOS
 
-TIMED = {4, 5, 6, 7, 8, 14}  # records whose payload starts with varint time_ns
+TIMED = {4, 5, 6, 7, 8, 14}  # records whose payload starts with time_ns
+FIXED = {4, 5, 14}  # in a 2.x file: fixed layout, time_ns a u64 (little-endian) at offset 0
 FLUSH = 16
 
 
@@ -21,12 +22,19 @@ def records(path):
     """(type, time_ns or None) of every record, in file order."""
     data = path.read_bytes()
     assert data[:8] == b"GMSTRACE"
-    assert (data[8] | data[9] << 8, data[10] | data[11] << 8) == (1, 1)
+    version = (data[8] | data[9] << 8, data[10] | data[11] << 8)
+    assert version in {(1, 1), (2, 0)}, version
+    fixed = version[0] >= 2
     pos = 16
     while pos < len(data):
         kind = data[pos]
         length, payload = varint(data, pos + 1)
-        time = varint(data, payload)[0] if kind in TIMED or kind == FLUSH else None
+        if fixed and kind in FIXED:
+            time = int.from_bytes(data[payload:payload + 8], "little")
+        elif kind in TIMED or kind == FLUSH:
+            time = varint(data, payload)[0]
+        else:
+            time = None
         yield kind, time
         pos = payload + length
 

@@ -2,10 +2,12 @@
 // of unknown, truncated and malformed input.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "gpumemshim/format/decoder.h"
 #include "gpumemshim/format/encoder.h"
+#include "gpumemshim/format/fixed_layout.h"
 #include "trace_builder.h"
 
 namespace gf = gpumemshim::format;
@@ -251,13 +253,15 @@ TEST(FormatRoundTrip, TorchEvent) {
   EXPECT_EQ(o.stream, e.stream); EXPECT_EQ(o.action, e.action); EXPECT_EQ(o.address, e.address);
   EXPECT_EQ(o.size, e.size); EXPECT_EQ(o.stack_id, e.stack_id);
 
-  // Extremes fit the unchecked fast path: every varint at its longest, a negative device.
+  // Extremes fit the unchecked fast path: every varint at its longest, a negative device (1.x;
+  // the fixed layout's extremes: FormatLayouts below).
   gf::TorchEventRecord big{UINT64_MAX, UINT64_MAX, INT32_MIN, UINT64_MAX, gf::TorchAction::kOom,
                            UINT64_MAX, UINT64_MAX, UINT64_MAX};
-  TraceBuilder t2;
+  TraceBuilder t2(gf::kVersion1_1);
   t2.add(big);
   auto b = read_back<gf::TorchEventRecord>(t2, gf::RecordType::kTorchEvent);
-  EXPECT_EQ(b.time_ns, UINT64_MAX); EXPECT_EQ(b.device, INT32_MIN); EXPECT_EQ(b.action, gf::TorchAction::kOom);
+  EXPECT_EQ(b.time_ns, UINT64_MAX); EXPECT_EQ(b.thread_id, UINT64_MAX); EXPECT_EQ(b.device, INT32_MIN);
+  EXPECT_EQ(b.action, gf::TorchAction::kOom);
   EXPECT_EQ(b.address, UINT64_MAX); EXPECT_EQ(b.size, UINT64_MAX); EXPECT_EQ(b.stack_id, UINT64_MAX);
   EXPECT_EQ(gf::torch_action_name(gf::TorchAction::kSegmentUnmap), "segment_unmap");
 }
@@ -336,4 +340,281 @@ TEST(FormatVarint, FastAndCarefulPathsAgree) {
     EXPECT_EQ(fast.remaining(), careful.remaining());
     EXPECT_EQ(varying.remaining(), careful.remaining());
   }
+}
+
+// ---- Format 2.0: the hot records' fixed layout (docs/trace-format.md), and 1.x still read. ----
+
+namespace gpumemshim::format {
+void PrintTo(const Version& v, std::ostream* os) { *os << v.major << "." << v.minor; }
+}  // namespace gpumemshim::format
+
+namespace {
+
+// The single record after the header, decoded; checks the reader's layout flag for the file.
+template <typename Rec>
+Rec read_hot(const TraceBuilder& t, gf::RecordType type, gf::Version v, size_t fixed_size) {
+  gf::RecordReader reader(span_of(t));
+  EXPECT_EQ(reader.read_header(), "");
+  EXPECT_EQ(reader.version().major, v.major);
+  EXPECT_EQ(reader.version().minor, v.minor);
+  gf::RawRecord raw;
+  EXPECT_EQ(reader.next(raw), gf::ReadStatus::kRecord);
+  EXPECT_EQ(raw.type, type);
+  EXPECT_EQ(raw.fixed_layout, v.major >= 2);
+  if (v.major >= 2) {
+    EXPECT_EQ(raw.size, fixed_size);
+  }
+  Rec out;
+  EXPECT_TRUE(gf::decode(raw, out));
+  if (v.major >= 2) {  // the analyzer's inline readers agree with decode()
+    Rec inl;
+    EXPECT_TRUE(gf::decode_fixed(raw.payload, inl));
+    EXPECT_EQ(inl.time_ns, out.time_ns);
+    EXPECT_EQ(inl.address, out.address);
+    EXPECT_EQ(inl.stack_id, out.stack_id);
+    auto [time, thread] = gf::fixed_time_and_thread(raw.payload);
+    EXPECT_EQ(time, out.time_ns);
+    EXPECT_EQ(thread, out.thread_id);
+  }
+  EXPECT_EQ(reader.next(raw), gf::ReadStatus::kEnd);
+  return out;
+}
+
+std::string describe(gf::Version v) { return std::to_string(v.major) + "." + std::to_string(v.minor); }
+
+class FormatLayouts : public ::testing::TestWithParam<gf::Version> {};
+
+// One hot record's payload as the 2.0 encoder writes it.
+template <typename Rec>
+std::string fixed_payload(const Rec& r) {
+  uint8_t buf[64];
+  size_t n = gf::encode(buf, sizeof buf, r);
+  EXPECT_EQ(static_cast<size_t>(buf[1]), n - 2);
+  return std::string(reinterpret_cast<const char*>(buf + 2), n - 2);
+}
+
+}  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Versions, FormatLayouts, ::testing::Values(gf::Version{1, 0}, gf::kVersion1_1, gf::kVersion),
+                         [](const auto& info) {
+                           return "v" + std::to_string(info.param.major) + "_" + std::to_string(info.param.minor);
+                         });
+
+TEST_P(FormatLayouts, AllocEveryFieldAndExtremes) {
+  const gf::Version v = GetParam();
+  const gf::AllocRecord cases[] = {
+      {1000, 77, 3, 0x55, gf::Api::kCudaMallocAsync, gf::MemoryKind::kPool, 0x7f1234560000ull, 1ull << 33, 9},
+      {UINT64_MAX, UINT32_MAX, -1, UINT64_MAX, gf::Api::kCuMemGetInfo, gf::MemoryKind::kReservation,
+       UINT64_MAX, UINT64_MAX, UINT64_MAX},
+      {0, 0, 0, 0, gf::Api::kUnknown, gf::MemoryKind::kDevice, 0, 0, 0},
+      {1, 1, INT16_MIN, 1, static_cast<gf::Api>(255), gf::MemoryKind::kManaged, 1, 1, 1},  // api: any byte
+  };
+  for (const gf::AllocRecord& a : cases) {
+    SCOPED_TRACE(describe(v) + " time " + std::to_string(a.time_ns));
+    TraceBuilder t(v);
+    t.add(a);
+    auto o = read_hot<gf::AllocRecord>(t, gf::RecordType::kAlloc, v, gf::kFixedAllocSize);
+    EXPECT_EQ(o.time_ns, a.time_ns); EXPECT_EQ(o.thread_id, a.thread_id); EXPECT_EQ(o.device, a.device);
+    EXPECT_EQ(o.stream, a.stream); EXPECT_EQ(o.api, a.api); EXPECT_EQ(o.kind, a.kind);
+    EXPECT_EQ(o.address, a.address); EXPECT_EQ(o.size, a.size); EXPECT_EQ(o.stack_id, a.stack_id);
+  }
+}
+
+TEST_P(FormatLayouts, FreeEveryFieldAndExtremes) {
+  const gf::Version v = GetParam();
+  const gf::FreeRecord cases[] = {
+      {2000, 78, -1, 0, gf::Api::kCuMemRelease, gf::MemoryKind::kPhysical, 42, 10, 700},
+      {UINT64_MAX, UINT32_MAX, INT16_MAX, UINT64_MAX, gf::Api::kCudaFreeAsync, gf::MemoryKind::kMapping,
+       UINT64_MAX, UINT64_MAX, UINT32_MAX},
+      {0, 0, 0, 0, gf::Api::kUnknown, gf::MemoryKind::kDevice, 0, 0, 0},
+  };
+  for (const gf::FreeRecord& f : cases) {
+    SCOPED_TRACE(describe(v) + " time " + std::to_string(f.time_ns));
+    TraceBuilder t(v);
+    t.add(f);
+    auto o = read_hot<gf::FreeRecord>(t, gf::RecordType::kFree, v, gf::kFixedFreeSize);
+    EXPECT_EQ(o.time_ns, f.time_ns); EXPECT_EQ(o.thread_id, f.thread_id); EXPECT_EQ(o.device, f.device);
+    EXPECT_EQ(o.stream, f.stream); EXPECT_EQ(o.api, f.api); EXPECT_EQ(o.kind, f.kind);
+    EXPECT_EQ(o.address, f.address); EXPECT_EQ(o.stack_id, f.stack_id); EXPECT_EQ(o.result, f.result);
+  }
+}
+
+TEST_P(FormatLayouts, TorchEventEveryFieldAndExtremes) {
+  const gf::Version v = GetParam();
+  const gf::TorchEventRecord cases[] = {
+      {4000, 81, 2, 0xdeadbeef, gf::TorchAction::kFreeCompleted, 0x7f00aa000000ull, 3ull << 20, 12},
+      {UINT64_MAX, UINT32_MAX, -1, UINT64_MAX, gf::TorchAction::kOom, UINT64_MAX, UINT64_MAX, UINT64_MAX},
+      {0, 0, 0, 0, static_cast<gf::TorchAction>(200), 0, 0, 0},  // a later action: decodes
+  };
+  for (const gf::TorchEventRecord& e : cases) {
+    SCOPED_TRACE(describe(v) + " time " + std::to_string(e.time_ns));
+    TraceBuilder t(v);
+    t.add(e);
+    auto o = read_hot<gf::TorchEventRecord>(t, gf::RecordType::kTorchEvent, v, gf::kFixedTorchEventSize);
+    EXPECT_EQ(o.time_ns, e.time_ns); EXPECT_EQ(o.thread_id, e.thread_id); EXPECT_EQ(o.device, e.device);
+    EXPECT_EQ(o.stream, e.stream); EXPECT_EQ(o.action, e.action); EXPECT_EQ(o.address, e.address);
+    EXPECT_EQ(o.size, e.size); EXPECT_EQ(o.stack_id, e.stack_id);
+  }
+}
+
+// The other records keep their varint payloads in 2.0: the same bytes in both versions.
+TEST_P(FormatLayouts, OtherRecordsAreTheSameInEveryVersion) {
+  TraceBuilder t(GetParam()), ref(gf::kVersion);
+  for (TraceBuilder* b : {&t, &ref}) {
+    b->add(gf::AllocFailedRecord{3000, 79, 1, 5, gf::Api::kCuMemAlloc, gf::MemoryKind::kDevice, 1ull << 40, 2, 11});
+    b->add(gf::MemInfoRecord{5, 2, 1000, 80ull << 30});
+    b->add(gf::MarkerRecord{6, 9, gf::MarkerKind::kStep, "step 3", 7});
+    b->add(gf::FlushRecord{8});
+  }
+  EXPECT_EQ(t.view().substr(gf::kHeaderSize), ref.view().substr(gf::kHeaderSize));
+}
+
+TEST(FormatLayouts, DeviceIsSavedAsI16InTheFixedLayout) {
+  const std::pair<int32_t, int32_t> cases[] = {{-1, -1}, {0, 0}, {7, 7}, {32767, 32767}, {32768, 32767},
+                                                {-32768, -32768}, {-32769, -32768}, {INT32_MAX, 32767},
+                                                {INT32_MIN, -32768}};
+  for (auto [in, stored] : cases) {
+    SCOPED_TRACE(in);
+    TraceBuilder fixed, varint(gf::kVersion1_1);
+    gf::AllocRecord a{1, 2, in, 0, gf::Api::kCudaMalloc, gf::MemoryKind::kDevice, 0x1000, 64, 0};
+    fixed.add(a);
+    varint.add(a);
+    EXPECT_EQ(read_hot<gf::AllocRecord>(fixed, gf::RecordType::kAlloc, gf::kVersion, gf::kFixedAllocSize).device, stored);
+    EXPECT_EQ(read_hot<gf::AllocRecord>(varint, gf::RecordType::kAlloc, gf::kVersion1_1, 0).device, in);
+    gf::TorchEventRecord e{1, 2, in, 0, gf::TorchAction::kAlloc, 0x1000, 64, 0};
+    TraceBuilder torch;
+    torch.add(e);
+    EXPECT_EQ(read_hot<gf::TorchEventRecord>(torch, gf::RecordType::kTorchEvent, gf::kVersion,
+                                             gf::kFixedTorchEventSize).device, stored);
+  }
+}
+
+// The documented byte layout, byte for byte (docs/trace-format.md "Format 2.0").
+TEST(FormatLayouts, FixedAllocBytes) {
+  gf::AllocRecord a{0x0807060504030201ull, 0x0c0b0a09, -2, 0x2f2e2d2c2b2a2928ull, gf::Api::kCudaMalloc,
+                    gf::MemoryKind::kPool, 0x1716151413121110ull, 0x1f1e1d1c1b1a1918ull, 0x2726252423222120ull};
+  const std::string p = fixed_payload(a);
+  ASSERT_EQ(p.size(), 48u);
+  const std::string expect(
+      "\x01\x02\x03\x04\x05\x06\x07\x08"  // time_ns
+      "\x09\x0a\x0b\x0c"                  // thread
+      "\xfe\xff"                          // device -2
+      "\x01\x04"                          // api, memory kind
+      "\x10\x11\x12\x13\x14\x15\x16\x17"  // address
+      "\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f"  // size
+      "\x20\x21\x22\x23\x24\x25\x26\x27"  // stack_id
+      "\x28\x29\x2a\x2b\x2c\x2d\x2e\x2f",  // stream
+      48);
+  EXPECT_EQ(p, expect);
+  gf::FreeRecord f{1, 2, 3, 4, gf::Api::kCudaFree, gf::MemoryKind::kDevice, 5, 6, 0x0a0b0c0d};
+  const std::string q = fixed_payload(f);
+  ASSERT_EQ(q.size(), 44u);
+  EXPECT_EQ(q[16], 5); EXPECT_EQ(q[24], 6); EXPECT_EQ(q[32], 4);
+  EXPECT_EQ(q.substr(40), std::string("\x0d\x0c\x0b\x0a", 4));
+  gf::TorchEventRecord e{1, 2, 3, 4, gf::TorchAction::kSegmentMap, 5, 6, 7};
+  const std::string r = fixed_payload(e);
+  ASSERT_EQ(r.size(), 48u);
+  EXPECT_EQ(r[14], 6); EXPECT_EQ(r[15], 0);
+  EXPECT_EQ(r[16], 5); EXPECT_EQ(r[24], 6); EXPECT_EQ(r[32], 7); EXPECT_EQ(r[40], 4);
+}
+
+// The encoder's contract: bytes written, 0 when the record does not fit.
+TEST(FormatLayouts, FixedEncoderCapacity) {
+  uint8_t buf[64];
+  gf::AllocRecord a;
+  gf::FreeRecord f;
+  gf::TorchEventRecord e;
+  EXPECT_EQ(gf::encode(buf, 2 + gf::kFixedAllocSize - 1, a), 0u);
+  EXPECT_EQ(gf::encode(buf, 2 + gf::kFixedAllocSize, a), 2 + gf::kFixedAllocSize);
+  EXPECT_EQ(gf::encode(buf, 2 + gf::kFixedFreeSize - 1, f), 0u);
+  EXPECT_EQ(gf::encode(buf, 2 + gf::kFixedFreeSize, f), 2 + gf::kFixedFreeSize);
+  EXPECT_EQ(gf::encode(buf, 2 + gf::kFixedTorchEventSize - 1, e), 0u);
+  EXPECT_EQ(gf::encode(buf, 2 + gf::kFixedTorchEventSize, e), 2 + gf::kFixedTorchEventSize);
+  EXPECT_EQ(gf::encode(buf, 0, a), 0u);
+  uint8_t header[gf::kHeaderSize];
+  ASSERT_EQ(gf::encode_header(header, sizeof header), gf::kHeaderSize);
+  EXPECT_EQ(header[8] | header[9] << 8, 2);
+  EXPECT_EQ(header[10] | header[11] << 8, 0);
+  ASSERT_EQ(gf::encode_header(header, sizeof header, gf::kVersion1_1), gf::kHeaderSize);
+  EXPECT_EQ(header[8] | header[9] << 8, 1);
+  EXPECT_EQ(header[10] | header[11] << 8, 1);
+}
+
+// A fixed payload one byte short is malformed; bytes after the layout (a later 2.x minor's
+// fields) are ignored.
+TEST(FormatLayouts, ShortFixedPayloadFailsTrailingBytesAreIgnored) {
+  const gf::AllocRecord a{10, 11, 1, 12, gf::Api::kCudaMalloc, gf::MemoryKind::kDevice, 0x1000, 64, 13};
+  const gf::FreeRecord f{20, 21, 1, 22, gf::Api::kCudaFree, gf::MemoryKind::kDevice, 0x1000, 23, 24};
+  const gf::TorchEventRecord e{30, 31, 1, 32, gf::TorchAction::kAlloc, 0x1000, 64, 33};
+  const std::string pa = fixed_payload(a), pf = fixed_payload(f), pe = fixed_payload(e);
+  TraceBuilder t;
+  t.raw(4, pa.substr(0, pa.size() - 1)).raw(5, pf.substr(0, pf.size() - 1)).raw(14, pe.substr(0, pe.size() - 1));
+  t.raw(4, pa + "later").raw(5, pf + "later").raw(14, pe + "later");
+  t.raw(4, "").raw(5, "").raw(14, "");
+  gf::RecordReader reader(span_of(t));
+  ASSERT_EQ(reader.read_header(), "");
+  gf::RawRecord raw;
+  gf::AllocRecord ao;
+  gf::FreeRecord fo;
+  gf::TorchEventRecord eo;
+  auto next = [&] {
+    EXPECT_EQ(reader.next(raw), gf::ReadStatus::kRecord);
+    EXPECT_TRUE(raw.fixed_layout);
+    return raw;
+  };
+  // one byte short
+  EXPECT_FALSE(gf::decode(next(), ao));
+  EXPECT_FALSE(gf::decode(next(), fo));
+  EXPECT_FALSE(gf::decode(next(), eo));
+  // longer than the layout
+  ASSERT_TRUE(gf::decode(next(), ao));
+  EXPECT_EQ(ao.time_ns, 10u); EXPECT_EQ(ao.stream, 12u); EXPECT_EQ(ao.stack_id, 13u);
+  ASSERT_TRUE(gf::decode(next(), fo));
+  EXPECT_EQ(fo.time_ns, 20u); EXPECT_EQ(fo.stream, 22u); EXPECT_EQ(fo.result, 24u);
+  ASSERT_TRUE(gf::decode(next(), eo));
+  EXPECT_EQ(eo.time_ns, 30u); EXPECT_EQ(eo.stream, 32u); EXPECT_EQ(eo.stack_id, 33u);
+  // empty
+  EXPECT_FALSE(gf::decode(next(), ao));
+  EXPECT_FALSE(gf::decode(next(), fo));
+  EXPECT_FALSE(gf::decode(next(), eo));
+  EXPECT_EQ(reader.next(raw), gf::ReadStatus::kEnd);
+}
+
+// Memory kinds are checked as in 1.x: 1..kMemoryKindMax.
+TEST(FormatLayouts, FixedMemoryKindIsValidated) {
+  for (int kind : {0, 1, 7, 8, 255}) {
+    SCOPED_TRACE(kind);
+    const bool ok = kind >= 1 && kind <= gf::kMemoryKindMax;
+    for (gf::Version v : {gf::kVersion1_1, gf::kVersion}) {
+      TraceBuilder t(v);
+      t.add(gf::AllocRecord{1, 2, 0, 0, gf::Api::kCudaMalloc, static_cast<gf::MemoryKind>(kind), 0x1000, 64, 0});
+      t.add(gf::FreeRecord{1, 2, 0, 0, gf::Api::kCudaFree, static_cast<gf::MemoryKind>(kind), 0x1000, 0, 0});
+      gf::RecordReader reader(span_of(t));
+      ASSERT_EQ(reader.read_header(), "");
+      gf::RawRecord raw;
+      gf::AllocRecord a;
+      gf::FreeRecord f;
+      ASSERT_EQ(reader.next(raw), gf::ReadStatus::kRecord);
+      EXPECT_EQ(gf::decode(raw, a), ok);
+      ASSERT_EQ(reader.next(raw), gf::ReadStatus::kRecord);
+      EXPECT_EQ(gf::decode(raw, f), ok);
+    }
+  }
+}
+
+// Readers read 1.0, 1.1 and 2.0 (and later 2.x minors); a 3.0 file is rejected with a one-line error.
+TEST(FormatLayouts, VersionsRead) {
+  for (gf::Version v : {gf::Version{1, 0}, gf::Version{1, 1}, gf::Version{2, 0}, gf::Version{2, 5}}) {
+    TraceBuilder t(v);
+    gf::RecordReader reader(span_of(t));
+    EXPECT_EQ(reader.read_header(), "") << describe(v);
+  }
+  TraceBuilder three;
+  three.header_version(3, 0);
+  const std::string err = gf::RecordReader(span_of(three)).read_header();
+  EXPECT_NE(err.find("version 3.0 is not supported"), std::string::npos) << err;
+  EXPECT_EQ(err.find('\n'), std::string::npos);
+  TraceBuilder zero;
+  zero.header_version(0, 9);
+  EXPECT_NE(gf::RecordReader(span_of(zero)).read_header().find("not supported"), std::string::npos);
 }

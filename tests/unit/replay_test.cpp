@@ -20,8 +20,8 @@ constexpr uint64_t MiB = 1 << 20;
 constexpr uint64_t kShimBase = 0x10000, kAppBase = 0x400000;
 
 // A process with a shim module and an app module; stack 1 and 2 start in the shim.
-TraceBuilder base_trace(uint64_t pid = 100) {
-  TraceBuilder t;
+TraceBuilder base_trace(uint64_t pid = 100, gf::Version version = gf::kVersion) {
+  TraceBuilder t(version);
   t.process(pid, "app --leak");
   t.module("/nonexistent/lib/libgpumemshim.so", kShimBase, 0x10000);
   t.module("/nonexistent/bin/app", kAppBase, 0x10000);
@@ -248,6 +248,17 @@ TEST(Replay, BadTracesThrowOneLineErrors) {
   a.kind = static_cast<gf::MemoryKind>(42);
   bad_kind.add(a).end();
   expect_error(bad_kind.write(dir.file("badkind")), "malformed");
+  // Format 2.0: a hot record's fixed payload one byte short (its time and thread still there).
+  for (auto type : {gf::RecordType::kAlloc, gf::RecordType::kFree, gf::RecordType::kTorchEvent}) {
+    const size_t size = gf::fixed_payload_size(type);
+    TraceBuilder short_fixed = base_trace();
+    short_fixed.alloc(0x1000, 64).raw(static_cast<uint8_t>(type), std::string(size - 1, '\x01')).end();
+    const std::string name = "short" + std::to_string(static_cast<int>(type));
+    expect_error(short_fixed.write(dir.file(name)), "malformed record");
+  }
+  TraceBuilder three = base_trace();
+  three.header_version(3, 0);
+  expect_error(three.write(dir.file("three")), "version 3.0 is not supported");
   expect_error(dir.file("missing"), "cannot open");
   TraceBuilder zeroed = base_trace();
   zeroed.module(std::string_view("/lib/lib\0\0\0\0.so", 15), 0x900000, 0x1000).end();
@@ -452,29 +463,17 @@ std::string report_of(const std::string& path, bool replay_thread) {
   return an::report_json(r).dump();
 }
 
-std::string error_of(const std::string& path, bool replay_thread) {
-  try {
-    an::load_trace(path, {}, replay_thread);
-  } catch (const an::TraceError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
-
-TEST(Replay, AReplayThreadGivesTheSameReport) {
-  TempDir dir;
-  // Four threads' batches, flush marks, steps, torch blocks, failures, cudaMemGetInfo samples and
-  // a backward pass whose autograd-thread allocations take the caller's stack: more events than
-  // a few of the replay thread's batches.
-  TraceBuilder t = base_trace();
+// Four threads' batches, flush marks, steps, torch blocks, failures, cudaMemGetInfo samples and
+// a backward pass whose autograd-thread allocations take the caller's stack: more events than
+// a few of the replay thread's batches. Hot records laid out as `version` has them.
+TraceBuilder mix_trace(gf::Version version) {
+  TraceBuilder t = base_trace(100, version);
   t.stack(7, {kAppBase + 0x4000});
   uint64_t time = 1000;
   std::vector<std::vector<uint8_t>> pending(4);
   auto put = [&](uint64_t thread, const auto& record) {
     std::vector<uint8_t> buf(256);
-    size_t n = gf::encode(buf.data(), buf.size(), record);
+    size_t n = gf::encode_for(version, buf.data(), buf.size(), record);
     pending[thread].insert(pending[thread].end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
   };
   for (uint64_t i = 0; i < 60'000; ++i) {
@@ -511,6 +510,23 @@ TEST(Replay, AReplayThreadGivesTheSameReport) {
   }
   for (auto& p : pending) t.append_bytes({reinterpret_cast<const char*>(p.data()), p.size()});
   t.at(time + 1000).end();
+  return t;
+}
+
+std::string error_of(const std::string& path, bool replay_thread) {
+  try {
+    an::load_trace(path, {}, replay_thread);
+  } catch (const an::TraceError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Replay, AReplayThreadGivesTheSameReport) {
+  TempDir dir;
+  TraceBuilder t = mix_trace(gf::kVersion);
   const std::string path = t.write(dir.file("mix.trace"));
   const std::string one = report_of(path, false);
   EXPECT_EQ(report_of(path, true), one);
@@ -539,4 +555,62 @@ TEST(Replay, AReplayThreadGivesTheSameReport) {
   late.end();
   const std::string late_path = late.write(dir.file("late.trace"));
   EXPECT_EQ(report_of(late_path, true), report_of(late_path, false));
+}
+
+namespace {
+
+// A report's JSON without what legitimately differs between two encodings of the same events.
+nlohmann::json without_file_fields(nlohmann::json j) {
+  if (j.is_object()) {
+    for (const char* key : {"trace", "trace_bytes", "format_version"}) j.erase(key);
+    for (auto& [key, value] : j.items()) value = without_file_fields(value);
+  } else if (j.is_array()) {
+    for (auto& value : j) value = without_file_fields(value);
+  }
+  return j;
+}
+
+}  // namespace
+
+// Format 2.0's fixed-layout hot records and 1.1's varint ones: the same events, the same report,
+// with and without the replay thread, and through analyze().
+TEST(Replay, Format11And20GiveTheSameReport) {
+  TempDir dir;
+  const std::string v11 = mix_trace(gf::kVersion1_1).write(dir.file("v11.trace"));
+  const std::string v20 = mix_trace(gf::kVersion).write(dir.file("v20.trace"));
+  auto json_of = [](const std::string& path, bool replay_thread) {
+    an::LoadedTrace trace = an::load_trace(path, {}, replay_thread);
+    an::Report r;
+    r.processes.push_back(an::analyze_trace(trace, an::AnalyzeOptions{}, nullptr));
+    return an::report_json(r);
+  };
+  const nlohmann::json a = json_of(v11, false), b = json_of(v20, false);
+  EXPECT_EQ(a["processes"][0]["format_version"], "1.1");
+  EXPECT_EQ(b["processes"][0]["format_version"], "2.0");
+  EXPECT_GT(b["processes"][0]["trace_bytes"].get<uint64_t>(), a["processes"][0]["trace_bytes"].get<uint64_t>());
+  EXPECT_GT(a["processes"][0]["summary"]["allocations"].get<uint64_t>(), 20'000u);
+  EXPECT_EQ(without_file_fields(a).dump(), without_file_fields(b).dump());
+  EXPECT_EQ(without_file_fields(json_of(v20, true)).dump(), without_file_fields(a).dump());
+  // The whole analysis (analyze(): the CLI's path), too.
+  EXPECT_EQ(without_file_fields(an::report_json(an::analyze({v11}))).dump(),
+            without_file_fields(an::report_json(an::analyze({v20}))).dump());
+
+  // A thread's batch 2 s late in the file: the loader orders by the fixed layout's times too (in 1.1
+  // the late free would otherwise take the address's second allocation with it).
+  auto late = [&](gf::Version version, const char* name) {
+    TraceBuilder t = base_trace(100, version);
+    t.at(1000).alloc(0x5000, 1 * MiB, 1).at(3000).alloc(0x5000, 2 * MiB, 1);
+    for (uint64_t i = 0; i < 10000; ++i)
+      t.at(10'000 + i * 200'000).alloc(0x100000, 4096, 2).at(10'000 + i * 200'000 + 100).free(0x100000);
+    gf::FreeRecord f;
+    f.time_ns = 2000; f.thread_id = 2; f.api = gf::Api::kCudaFree; f.kind = gf::MemoryKind::kDevice;
+    f.address = 0x5000;
+    t.add(f);
+    t.at(2'100'000'000).end();
+    return json_of(t.write(dir.file(name)), false);
+  };
+  const nlohmann::json la = late(gf::kVersion1_1, "late11.trace"), lb = late(gf::kVersion, "late20.trace");
+  EXPECT_EQ(lb["processes"][0]["summary"]["unmatched_frees"], 0);
+  EXPECT_EQ(lb["processes"][0]["summary"]["frees"], 10001);
+  EXPECT_EQ(without_file_fields(la).dump(), without_file_fields(lb).dump());
 }

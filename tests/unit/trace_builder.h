@@ -2,6 +2,7 @@
 // encoder. Header-only; depends only on gpumemshim_format_headers.
 //
 //   TraceBuilder t;                       // writes the header (t.header_version(9, 0) to fake one)
+//   TraceBuilder t1(gf::kVersion1_1);     // a 1.1 trace: the hot records' varint payloads
 //   t.process(1234, "app --flag");
 //   t.module("/usr/bin/app", 0x400000, 0x10000);
 //   t.stack(7, {0x401000, 0x402000});
@@ -28,11 +29,14 @@ namespace gf = gpumemshim::format;
 
 class TraceBuilder {
  public:
-  TraceBuilder() {
+  // A trace of format `version` (default: the one the shim writes): its header, and its records
+  // as that version lays them out.
+  explicit TraceBuilder(gf::Version version = gf::kVersion) : version_(version) {
     bytes_.resize(gf::kHeaderSize);
-    gf::encode_header(bytes_.data(), bytes_.size());
+    gf::encode_header(bytes_.data(), bytes_.size(), version);
   }
-  // Overwrites the header's version (e.g. a newer major version).
+  // Overwrites the header's version (e.g. a newer major version); records added keep the layout
+  // of the version the builder was made for.
   TraceBuilder& header_version(uint16_t major, uint16_t minor) {
     bytes_[8] = static_cast<uint8_t>(major & 0xff); bytes_[9] = static_cast<uint8_t>(major >> 8);
     bytes_[10] = static_cast<uint8_t>(minor & 0xff); bytes_[11] = static_cast<uint8_t>(minor >> 8);
@@ -44,7 +48,7 @@ class TraceBuilder {
   TraceBuilder& add(const Record& r) {
     std::vector<uint8_t> buf(4096);
     for (;;) {
-      size_t n = gf::encode(buf.data(), buf.size(), r);
+      size_t n = gf::encode_for(version_, buf.data(), buf.size(), r);
       if (n) {
         bytes_.insert(bytes_.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
         return *this;
@@ -157,6 +161,7 @@ class TraceBuilder {
 
  private:
   uint64_t tick() { return time_ns_ += 1000; }
+  gf::Version version_;
   std::vector<uint8_t> bytes_;
   uint64_t time_ns_ = 0;
 };

@@ -34,14 +34,12 @@ struct RawRecord {
   size_t size = 0;
   uint64_t offset = 0;  // of the record's first byte in the file
   const uint8_t* readable_end = nullptr;  // the mapped file's end (decoding may read ahead to it)
+  // The payload layout of the hot records (Alloc, Free, TorchEvent): fixed (a 2.x file,
+  // fixed_layout.h) or varint (1.x). Set by RecordReader::next from the file's version.
+  bool fixed_layout = false;
 };
 
 enum class ReadStatus { kRecord, kEnd, kTruncated, kError };
-
-struct Version {
-  uint16_t major = 0;
-  uint16_t minor = 0;
-};
 
 class RecordReader {
  public:
@@ -62,7 +60,9 @@ class RecordReader {
 };
 
 // Payload decoders: false when the payload is malformed. Fields added by later minor versions
-// follow the known ones and are ignored. String views point into the mapped file.
+// follow the known ones and are ignored. String views point into the mapped file. Alloc, Free and
+// TorchEvent read the layout `r.fixed_layout` says (fixed: a payload shorter than the layout is
+// malformed).
 bool decode(const RawRecord& r, ProcessRecord& out);
 bool decode(const RawRecord& r, ModuleRecord& out);
 bool decode(const RawRecord& r, StackRecord& out, std::vector<uint64_t>& frames);

@@ -4,20 +4,24 @@
 #pragma once
 #include <cstring>
 
+#include "gpumemshim/format/fixed_layout.h"
 #include "gpumemshim/format/records.h"
 #include "gpumemshim/format/varint.h"
 
 namespace gpumemshim::format {
 
-// File header: magic, version major, version minor, flags (all little-endian).
-inline size_t encode_header(uint8_t* out, size_t capacity) {
+// File header: magic, version major, version minor, flags (all little-endian). The version decides
+// the hot records' layout: a 2.x file needs encode(), a 1.x file encode_v1() (or encode_for()).
+inline size_t encode_header(uint8_t* out, size_t capacity, Version v) {
   if (capacity < kHeaderSize) return 0;
   std::memcpy(out, kMagic, 8);
-  out[8] = kVersionMajor & 0xff; out[9] = kVersionMajor >> 8;
-  out[10] = kVersionMinor & 0xff; out[11] = kVersionMinor >> 8;
+  out[8] = static_cast<uint8_t>(v.major & 0xff); out[9] = static_cast<uint8_t>(v.major >> 8);
+  out[10] = static_cast<uint8_t>(v.minor & 0xff); out[11] = static_cast<uint8_t>(v.minor >> 8);
   std::memset(out + 12, 0, 4);
   return kHeaderSize;
 }
+// The version this gpumemshim writes (2.0).
+inline size_t encode_header(uint8_t* out, size_t capacity) { return encode_header(out, capacity, kVersion); }
 
 namespace detail {
 // A record is: type (1 byte), payload length (varint), payload. The payload is written after a
@@ -38,8 +42,9 @@ size_t frame(uint8_t* out, size_t capacity, RecordType type, Fill&& fill) {
   return h.size() + payload.size();
 }
 
-// Unchecked writes for the fixed-shape event records of the hot path. Their payloads are at most
-// 80 bytes, so the length is one byte and no bounds check is needed once 2 + 128 bytes are free.
+// Unchecked writes for the varint event records (AllocFailed, MemInfo; the hot records of 1.x).
+// Their payloads are at most 80 bytes, so the length is one byte and no bounds check is needed
+// once 2 + 128 bytes are free.
 inline uint8_t* put_varint(uint8_t* p, uint64_t v) {
   while (v >= 0x80) {
     *p++ = static_cast<uint8_t>(v) | 0x80;
@@ -60,6 +65,18 @@ size_t event_frame(uint8_t* out, size_t capacity, RecordType type, Fill&& fill) 
   size_t n = static_cast<size_t>(end - (out + 2));
   out[1] = static_cast<uint8_t>(n);
   return n + 2;
+}
+
+// A hot record in its 2.x fixed layout (fixed_layout.h): type, one length byte, the payload's
+// constant-offset stores. No loops, no varints.
+template <size_t kSize, typename Rec>
+size_t fixed_frame(uint8_t* out, size_t capacity, RecordType type, const Rec& r) {
+  static_assert(kSize < 0x80, "the length must be one varint byte");
+  if (capacity < 2 + kSize) return 0;
+  out[0] = static_cast<uint8_t>(type);
+  out[1] = static_cast<uint8_t>(kSize);
+  encode_fixed(out + 2, r);
+  return 2 + kSize;
 }
 
 template <typename Rec>
@@ -101,7 +118,22 @@ inline size_t encode(uint8_t* out, size_t cap, const StackRecord& r) {
   });
 }
 
+// The hot records, format 2.x: fixed little-endian payloads (fixed_layout.h).
 inline size_t encode(uint8_t* out, size_t cap, const AllocRecord& r) {
+  return detail::fixed_frame<kFixedAllocSize>(out, cap, RecordType::kAlloc, r);
+}
+
+inline size_t encode(uint8_t* out, size_t cap, const FreeRecord& r) {
+  return detail::fixed_frame<kFixedFreeSize>(out, cap, RecordType::kFree, r);
+}
+
+inline size_t encode(uint8_t* out, size_t cap, const TorchEventRecord& r) {
+  return detail::fixed_frame<kFixedTorchEventSize>(out, cap, RecordType::kTorchEvent, r);
+}
+
+// The hot records as format 1.x has them (varint payloads), for writing 1.x traces (tests, the
+// benchmark generator's --format-1). Only valid in a file whose header says 1.x.
+inline size_t encode_v1(uint8_t* out, size_t cap, const AllocRecord& r) {
   return detail::event_frame(out, cap, RecordType::kAlloc, [&](uint8_t* p) {
     p = detail::put_event_head(p, r);
     p = detail::put_varint(p, r.address);
@@ -110,12 +142,25 @@ inline size_t encode(uint8_t* out, size_t cap, const AllocRecord& r) {
   });
 }
 
-inline size_t encode(uint8_t* out, size_t cap, const FreeRecord& r) {
+inline size_t encode_v1(uint8_t* out, size_t cap, const FreeRecord& r) {
   return detail::event_frame(out, cap, RecordType::kFree, [&](uint8_t* p) {
     p = detail::put_event_head(p, r);
     p = detail::put_varint(p, r.address);
     p = detail::put_varint(p, r.stack_id);
     return detail::put_varint(p, r.result);
+  });
+}
+
+inline size_t encode_v1(uint8_t* out, size_t cap, const TorchEventRecord& r) {
+  return detail::event_frame(out, cap, RecordType::kTorchEvent, [&](uint8_t* p) {
+    p = detail::put_varint(p, r.time_ns);
+    p = detail::put_varint(p, r.thread_id);
+    p = detail::put_svarint(p, r.device);
+    p = detail::put_varint(p, r.stream);
+    *p++ = static_cast<uint8_t>(r.action);
+    p = detail::put_varint(p, r.address);
+    p = detail::put_varint(p, r.size);
+    return detail::put_varint(p, r.stack_id);
   });
 }
 
@@ -131,19 +176,6 @@ inline size_t encode(uint8_t* out, size_t cap, const AllocFailedRecord& r) {
 inline size_t encode(uint8_t* out, size_t cap, const StackLabelRecord& r) {
   return detail::frame(out, cap, RecordType::kStackLabel, [&](ByteWriter& w) {
     w.varint(r.stack_id); w.bytes(r.label);
-  });
-}
-
-inline size_t encode(uint8_t* out, size_t cap, const TorchEventRecord& r) {
-  return detail::event_frame(out, cap, RecordType::kTorchEvent, [&](uint8_t* p) {
-    p = detail::put_varint(p, r.time_ns);
-    p = detail::put_varint(p, r.thread_id);
-    p = detail::put_svarint(p, r.device);
-    p = detail::put_varint(p, r.stream);
-    *p++ = static_cast<uint8_t>(r.action);
-    p = detail::put_varint(p, r.address);
-    p = detail::put_varint(p, r.size);
-    return detail::put_varint(p, r.stack_id);
   });
 }
 
@@ -198,6 +230,16 @@ inline size_t encode(uint8_t* out, size_t cap, const PyStackRecord& r) {
       w.varint(r.frames[i].code_id); w.varint(r.frames[i].instr_offset); w.u8(r.frames[i].flags);
     }
   });
+}
+
+// Any record as a file of version `v` has it: the hot records' 1.x varint payloads when v is 1.x,
+// else what encode() writes.
+template <typename Rec>
+size_t encode_for(Version v, uint8_t* out, size_t cap, const Rec& r) {
+  if constexpr (requires { encode_v1(out, cap, r); }) {
+    if (!has_fixed_layout(v)) return encode_v1(out, cap, r);
+  }
+  return encode(out, cap, r);
 }
 
 }  // namespace gpumemshim::format

@@ -7,9 +7,21 @@
 namespace gpumemshim::format {
 
 inline constexpr char kMagic[8] = {'G', 'M', 'S', 'T', 'R', 'A', 'C', 'E'};
-inline constexpr uint16_t kVersionMajor = 1;
-inline constexpr uint16_t kVersionMinor = 1;  // 1.1: Flush records
+// The version this gpumemshim writes. 1.1: Flush records. 2.0: the hot records (Alloc, Free,
+// TorchEvent) have fixed little-endian payloads (fixed_layout.h) instead of varints. Readers read
+// 1.x and 2.x.
+inline constexpr uint16_t kVersionMajor = 2;
+inline constexpr uint16_t kVersionMinor = 0;
 inline constexpr size_t kHeaderSize = 16;
+
+struct Version {
+  uint16_t major = 0;
+  uint16_t minor = 0;
+};
+inline constexpr Version kVersion{kVersionMajor, kVersionMinor};
+inline constexpr Version kVersion1_1{1, 1};  // the last varint-only version (encode_v1)
+// Whether a file of version `v` has the fixed-layout hot records.
+inline constexpr bool has_fixed_layout(Version v) { return v.major >= 2; }
 
 enum class RecordType : uint8_t {
   kProcess = 1,

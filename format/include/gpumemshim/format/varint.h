@@ -33,6 +33,7 @@ class ByteWriter {
   void bytes(std::string_view s) {
     varint(s.size());
     if (capacity_ - size_ < s.size()) { ok_ = false; return; }
+    if (s.empty()) return;  // an empty view's data() may be null: no memcpy (UBSan)
     std::memcpy(data_ + size_, s.data(), s.size());
     size_ += s.size();
   }
