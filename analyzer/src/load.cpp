@@ -144,6 +144,7 @@ class TimedDecoder {
 
   template <typename F>
   void operator()(RecordPtr rec, F&& f) const {
+    if (fixed_layout_ && fixed(rec, f)) return;
     fmtr::RawRecord raw = frame(rec);
     switch (raw.type) {
       case RecordType::kAlloc: f(decode_or_throw<fmtr::AllocRecord>(path_, raw)); break;
@@ -157,6 +158,36 @@ class TimedDecoder {
   }
 
  private:
+  // A hot record of a 2.x file whose length takes one byte (as the shim writes them) is decoded
+  // here, inline; false for anything else, and for a malformed one (the careful path says why).
+  template <typename F>
+  bool fixed(RecordPtr rec, F& f) const {
+    const size_t size = rec[1];
+    if (size >= 0x80) return false;
+    const uint8_t* p = rec + 2;
+    switch (static_cast<RecordType>(*rec)) {
+      case RecordType::kAlloc: {
+        fmtr::AllocRecord r;
+        if (size < fmtr::kFixedAllocSize || !fmtr::decode_fixed(p, r)) return false;
+        f(r);
+        return true;
+      }
+      case RecordType::kFree: {
+        fmtr::FreeRecord r;
+        if (size < fmtr::kFixedFreeSize || !fmtr::decode_fixed(p, r)) return false;
+        f(r);
+        return true;
+      }
+      case RecordType::kTorchEvent: {
+        fmtr::TorchEventRecord r;
+        if (size < fmtr::kFixedTorchEventSize || !fmtr::decode_fixed(p, r)) return false;
+        f(r);
+        return true;
+      }
+      default: return false;
+    }
+  }
+
   fmtr::RawRecord frame(RecordPtr rec) const {
     fmtr::ByteReader r(rec + 1, static_cast<size_t>(bytes_.data() + bytes_.size() - rec - 1));
     fmtr::RawRecord raw;
@@ -337,6 +368,7 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
   bool in_order = true;
   uint64_t released = 0, release_checked = 0;
   constexpr uint64_t kReleaseEvery = 32ull << 20;
+  constexpr uint64_t kReadAhead = 16 << 10;
   fmtr::RawRecord raw;
   for (;;) {
     if (!in_order) return false;
@@ -352,6 +384,9 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
         release_read_pages(bytes, released);
       }
     }
+    // The hardware's prefetcher stops at each 4 KiB page of the mapping: reading ahead across
+    // pages by hand keeps the sequential read from stalling on memory (~10 % of a load).
+    __builtin_prefetch(bytes.data() + std::min<uint64_t>(reader.offset() + kReadAhead, bytes.size() - 1));
     fmtr::ReadStatus st = reader.next(raw);
     if (st == fmtr::ReadStatus::kEnd) break;
     if (st == fmtr::ReadStatus::kTruncated) {

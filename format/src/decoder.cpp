@@ -75,11 +75,12 @@ std::string RecordReader::read_header() {
     return fmt::format(
         "trace format version {}.{} is not supported (this gpumemshim reads versions 1.0 to {}.x)",
         version_.major, version_.minor, kVersionMajor);
+  fixed_layout_ = has_fixed_layout(version_);
   pos_ = kHeaderSize;
   return {};
 }
 
-ReadStatus RecordReader::next(RawRecord& out) {
+ReadStatus RecordReader::next_careful(RawRecord& out) {
   if (pos_ >= data_.size()) return ReadStatus::kEnd;
   const size_t start = pos_;
   ByteReader r(data_.data() + pos_, data_.size() - pos_);
@@ -96,7 +97,7 @@ ReadStatus RecordReader::next(RawRecord& out) {
   out.size = length;
   out.offset = start;
   out.readable_end = data_.data() + data_.size();
-  out.fixed_layout = has_fixed_layout(version_);
+  out.fixed_layout = fixed_layout_;
   pos_ = static_cast<size_t>(r.position() - data_.data()) + length;
   return ReadStatus::kRecord;
 }
