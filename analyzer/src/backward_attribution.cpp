@@ -23,8 +23,7 @@ void BackwardAttribution::marker(const format::MarkerRecord& r) {
   }
 }
 
-uint64_t BackwardAttribution::attribute(uint64_t thread, uint64_t stack_id) {
-  if (open_.empty() || stack_id == 0) return stack_id;
+uint64_t BackwardAttribution::attribute_in_backward(uint64_t thread, uint64_t stack_id) {
   const Open& o = open_.back();  // the most recent backward pass still running
   if (o.thread == thread || o.caller_stack == 0 || has_python_(stack_id)) return stack_id;
   uint64_t id = attributed_stack_id(stack_id, o.caller_stack);

@@ -23,6 +23,20 @@ DeviceMemoryTrack* Replay::new_device_track(int32_t device) {
 }
 
 uint32_t Replay::site_of(const RawSite& s, int32_t device) {
+  const uint32_t tag = site_memo_tag(s);
+  SiteMemo& memo = site_memo_[(s.stack_id * 0x9E3779B97F4A7C15ull ^ tag) >> (64 - kSiteMemoBits)];
+  uint32_t site;
+  if (memo.stack_id == s.stack_id && memo.tag == tag) [[likely]] {
+    site = memo.site;
+  } else {
+    site = find_site(s, device);
+    memo = SiteMemo{s.stack_id, tag, site};
+  }
+  if (site_device_[site] != device) site_device_[site] = -1;
+  return site;
+}
+
+uint32_t Replay::find_site(const RawSite& s, int32_t device) {
   auto [index, inserted] = site_index_.try_emplace(s);
   if (inserted) {
     *index = static_cast<uint32_t>(sites_.size());
@@ -34,8 +48,6 @@ uint32_t Replay::site_of(const RawSite& s, int32_t device) {
     site_live_.push_back(0);
     site_device_.push_back(device);
     site_peak_.push_back(0);
-  } else if (site_device_[*index] != device) {
-    site_device_[*index] = -1;
   }
   return *index;
 }

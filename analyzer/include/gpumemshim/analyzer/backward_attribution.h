@@ -28,9 +28,13 @@ class BackwardAttribution {
 
   void marker(const format::MarkerRecord& r);
   // The stack id an event of `thread` with `stack_id` is reported under.
-  uint64_t attribute(uint64_t thread, uint64_t stack_id);
+  uint64_t attribute(uint64_t thread, uint64_t stack_id) {
+    if (open_.empty() || stack_id == 0) return stack_id;  // every event outside a backward pass
+    return attribute_in_backward(thread, stack_id);
+  }
 
  private:
+  uint64_t attribute_in_backward(uint64_t thread, uint64_t stack_id);
   struct Open {
     uint64_t thread;
     uint64_t caller_stack;
