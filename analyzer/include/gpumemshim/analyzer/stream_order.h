@@ -110,16 +110,19 @@ class StreamingTimeOrder {
   }
 
   // The queued events at or before `bound`, in (time, file order): taken out of the queue (the
-  // rest keeps file order) and put in order by a stable LSD radix sort on their time.
+  // rest keeps file order) and put in order by a stable LSD radix sort on their time, unless they
+  // came in order (one thread's events).
   template <typename Visit>
   void emit(uint64_t bound, Visit& visit) {
     max_buffered_ = std::max(max_buffered_, queue_.size());
     ready_.clear();
     size_t kept = 0;
     uint64_t lo = UINT64_MAX, hi = 0;
+    bool in_order = true;
     for (size_t i = 0; i < queue_.size(); ++i) {
       const Item& it = queue_[i];
       if (it.time <= bound) {
+        in_order &= it.time >= hi;  // hi: the latest so far
         ready_.push_back(it);
         lo = std::min(lo, it.time);
         hi = std::max(hi, it.time);
@@ -129,7 +132,7 @@ class StreamingTimeOrder {
     }
     queue_.resize(kept);
     if (ready_.empty()) return;
-    sort_by_time(lo, hi);
+    if (!in_order) sort_by_time(lo, hi);
     constexpr size_t kAhead = 8;  // the events' targets are long out of the cache: fetch ahead
     for (size_t i = 0; i < ready_.size(); ++i) {
       if constexpr (std::is_pointer_v<Event>)
