@@ -66,15 +66,22 @@ class Out {
   void header() { len_ += gf::encode_header(buf_.data() + len_, buf_.size() - len_, version_); }
   void raw(const uint8_t* p, size_t n) {
     if (buf_.size() - len_ < n) flush();
+    if (n > buf_.size()) {  // a batch bigger than the buffer (one thread, a flush skipped by a step)
+      write(p, n);
+      return;
+    }
     std::memcpy(buf_.data() + len_, p, n);
     len_ += n;
   }
   void flush() {
-    if (len_ && std::fwrite(buf_.data(), 1, len_, f_) != len_) {
+    write(buf_.data(), len_);
+    len_ = 0;
+  }
+  void write(const uint8_t* p, size_t n) {
+    if (n && std::fwrite(p, 1, n, f_) != n) {
       std::perror("write");
       std::exit(2);
     }
-    len_ = 0;
   }
 
  private:
