@@ -77,6 +77,12 @@ class FlatMap {
     --size_;
   }
 
+  // Empties the map, keeping its slots (a map refilled to about the same size every time).
+  void clear() {
+    for (Slot& s : slots_) s.used = false;
+    size_ = 0;
+  }
+
   size_t size() const { return size_; }
   template <typename F>
   void for_each(F&& f) const {
