@@ -157,9 +157,17 @@ Timeline build_timeline(const LoadedTrace& trace, size_t max_samples, size_t top
   }
 
   // The samples: buckets merged pairwise until they fit, each giving its low and high in time order.
-  std::vector<SampledBucket> buckets = replay.timeline_samples().buckets();
+  // Read in place: a bucket holds every site's bytes twice (~100 MB for a long run of 3000 sites),
+  // copied only when they must be merged further.
   const size_t max_buckets = std::max<size_t>(1, max_samples / 2 - 1);
-  while (buckets.size() > max_buckets) halve_buckets(buckets);
+  std::vector<SampledBucket> merged;
+  const std::vector<SampledBucket>* kept = &replay.timeline_samples().buckets();
+  if (kept->size() > max_buckets) {
+    merged = *kept;
+    while (merged.size() > max_buckets) halve_buckets(merged);
+    kept = &merged;
+  }
+  const std::vector<SampledBucket>& buckets = *kept;
   auto sample = [&](uint64_t time_ns, uint64_t live, uint64_t reserved, uint64_t allocated,
                     const auto& for_each_site) {
     TimelineSample s{time_ns, live, reserved, allocated, std::vector<uint64_t>(tl.sites.size() + 1, 0)};
