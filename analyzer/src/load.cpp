@@ -162,30 +162,20 @@ class TimedDecoder {
   // here, inline; false for anything else, and for a malformed one (the careful path says why).
   template <typename F>
   bool fixed(RecordPtr rec, F& f) const {
-    const size_t size = rec[1];
-    if (size >= 0x80) return false;
-    const uint8_t* p = rec + 2;
+    if (rec[1] >= 0x80) return false;
     switch (static_cast<RecordType>(*rec)) {
-      case RecordType::kAlloc: {
-        fmtr::AllocRecord r;
-        if (size < fmtr::kFixedAllocSize || !fmtr::decode_fixed(p, r)) return false;
-        f(r);
-        return true;
-      }
-      case RecordType::kFree: {
-        fmtr::FreeRecord r;
-        if (size < fmtr::kFixedFreeSize || !fmtr::decode_fixed(p, r)) return false;
-        f(r);
-        return true;
-      }
-      case RecordType::kTorchEvent: {
-        fmtr::TorchEventRecord r;
-        if (size < fmtr::kFixedTorchEventSize || !fmtr::decode_fixed(p, r)) return false;
-        f(r);
-        return true;
-      }
+      case RecordType::kAlloc: return fixed_as<fmtr::AllocRecord>(rec, f);
+      case RecordType::kFree: return fixed_as<fmtr::FreeRecord>(rec, f);
+      case RecordType::kTorchEvent: return fixed_as<fmtr::TorchEventRecord>(rec, f);
       default: return false;
     }
+  }
+  template <typename Rec, typename F>
+  static bool fixed_as(RecordPtr rec, F& f) {
+    Rec r;
+    if (!fmtr::decode_fixed(rec + 2, rec[1], r)) return false;
+    f(r);
+    return true;
   }
 
   fmtr::RawRecord frame(RecordPtr rec) const {

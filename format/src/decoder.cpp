@@ -75,7 +75,6 @@ std::string RecordReader::read_header() {
     return fmt::format(
         "trace format version {}.{} is not supported (this gpumemshim reads versions 1.0 to {}.x)",
         version_.major, version_.minor, kVersionMajor);
-  fixed_layout_ = has_fixed_layout(version_);
   pos_ = kHeaderSize;
   return {};
 }
@@ -97,7 +96,7 @@ ReadStatus RecordReader::next_careful(RawRecord& out) {
   out.size = length;
   out.offset = start;
   out.readable_end = data_.data() + data_.size();
-  out.fixed_layout = fixed_layout_;
+  out.fixed_layout = has_fixed_layout(version_);
   pos_ = static_cast<size_t>(r.position() - data_.data()) + length;
   return ReadStatus::kRecord;
 }
@@ -150,7 +149,7 @@ bool event_head(ByteReader& r, Rec& o) {
 }  // namespace
 
 bool decode(const RawRecord& raw, AllocRecord& o) {
-  if (raw.fixed_layout) return raw.size >= kFixedAllocSize && decode_fixed(raw.payload, o);
+  if (raw.fixed_layout) return decode_fixed(raw.payload, raw.size, o);
   auto r = reader(raw);
   bool kind_ok = event_head(r, o);
   // 1.x: the hot records' last fields change length from record to record (varint_varying)
@@ -159,7 +158,7 @@ bool decode(const RawRecord& raw, AllocRecord& o) {
 }
 
 bool decode(const RawRecord& raw, FreeRecord& o) {
-  if (raw.fixed_layout) return raw.size >= kFixedFreeSize && decode_fixed(raw.payload, o);
+  if (raw.fixed_layout) return decode_fixed(raw.payload, raw.size, o);
   auto r = reader(raw);
   bool kind_ok = event_head(r, o);
   o.address = r.varint_varying(); o.stack_id = r.varint_varying();
@@ -181,7 +180,7 @@ bool decode(const RawRecord& raw, StackLabelRecord& o) {
 }
 
 bool decode(const RawRecord& raw, TorchEventRecord& o) {
-  if (raw.fixed_layout) return raw.size >= kFixedTorchEventSize && decode_fixed(raw.payload, o);
+  if (raw.fixed_layout) return decode_fixed(raw.payload, raw.size, o);
   auto r = reader(raw);
   o.time_ns = r.varint(); o.thread_id = r.varint();
   o.device = static_cast<int32_t>(r.svarint()); o.stream = r.varint();

@@ -87,29 +87,31 @@ class LiveTable {
     uint64_t h = static_cast<uint64_t>(Hash{}(k)) * 0x9E3779B97F4A7C15ull;
     return h ^ (h >> 29);
   }
+  uint64_t old_bit(const Key& k) const { return mix(k) & (old_bits_.size() * 64 - 1); }
   bool maybe_old(const Key& k) const {
-    const uint64_t bit = mix(k) & (old_bits_.size() * 64 - 1);
+    const uint64_t bit = old_bit(k);
     return (old_bits_[bit >> 6] >> (bit & 63)) & 1;
   }
   void mark_old(const Key& k) {
-    const uint64_t bit = mix(k) & (old_bits_.size() * 64 - 1);
+    const uint64_t bit = old_bit(k);
     old_bits_[bit >> 6] |= uint64_t{1} << (bit & 63);
   }
 
   // A generation ends: the previous young keys still alive are old now.
   void age() {
     inserts_ = 0;
+    const size_t old_keys = old_.size() + previous_.size(), marked = marked_ + previous_.size();
+    // Eight bits per old key, and no more stale bits than live ones: else rebuilt.
+    const bool rebuild = old_bits_.size() * 64 < 8 * old_keys || marked > 2 * old_keys + 4096;
     previous_.for_each([&](const Key& k, uint32_t number) {
       *old_.try_emplace(k).first = number;
-      ++marked_;
+      if (!rebuild) mark_old(k);
     });
-    // Eight bits per old key, and no more stale bits than live ones: else rebuilt.
-    if (old_bits_.size() * 64 < 8 * old_.size() || marked_ > 2 * old_.size() + 4096) {
-      old_bits_.assign(std::max<size_t>(512, std::bit_ceil(8 * old_.size()) / 64), 0);
+    marked_ = marked;
+    if (rebuild) {
+      old_bits_.assign(std::max<size_t>(512, std::bit_ceil(8 * old_keys) / 64), 0);
       old_.for_each([&](const Key& k, uint32_t) { mark_old(k); });
-      marked_ = old_.size();
-    } else {
-      previous_.for_each([&](const Key& k, uint32_t) { mark_old(k); });
+      marked_ = old_keys;
     }
     std::swap(previous_, young_);
     young_.clear();

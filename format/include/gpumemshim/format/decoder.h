@@ -57,7 +57,7 @@ class RecordReader {
       out.payload = data_.data() + pos_ + 2;
       out.offset = pos_;
       out.readable_end = data_.data() + data_.size();
-      out.fixed_layout = fixed_layout_;
+      out.fixed_layout = has_fixed_layout(version_);
       pos_ += 2 + out.size;
       return ReadStatus::kRecord;
     }
@@ -72,7 +72,6 @@ class RecordReader {
 
   std::span<const uint8_t> data_;
   size_t pos_ = 0;
-  bool fixed_layout_ = false;  // has_fixed_layout(version_)
   Version version_;
   std::string error_;
 };

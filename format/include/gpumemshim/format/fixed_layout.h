@@ -156,6 +156,21 @@ inline bool decode_fixed(const uint8_t* p, TorchEventRecord& o) {
   return true;
 }
 
+// A record's payload of `size` bytes (its length): false when shorter than its layout, else as
+// above. The one place the length rule lives, for the decoder and the analyzer's inline path.
+template <typename Rec>
+inline constexpr size_t kFixedSizeOf = 0;  // only the three hot records have one
+template <>
+inline constexpr size_t kFixedSizeOf<AllocRecord> = kFixedAllocSize;
+template <>
+inline constexpr size_t kFixedSizeOf<FreeRecord> = kFixedFreeSize;
+template <>
+inline constexpr size_t kFixedSizeOf<TorchEventRecord> = kFixedTorchEventSize;
+template <typename Rec>
+inline bool decode_fixed(const uint8_t* p, size_t size, Rec& o) {
+  return size >= kFixedSizeOf<Rec> && decode_fixed(p, o);
+}
+
 // The leading time and thread of any fixed-layout payload (at least kFixedTimeAndThreadSize
 // bytes): what a reader needs to put events in time order before decoding them.
 struct FixedTimeAndThread {
