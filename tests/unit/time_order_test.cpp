@@ -1,14 +1,16 @@
 // for_each_in_time_order must visit events exactly as a stable sort by time orders them.
+#include "gpumemshim/analyzer/time_order.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 #include <optional>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "gpumemshim/analyzer/stream_order.h"
-#include "gpumemshim/analyzer/time_order.h"
 
 namespace ga = gpumemshim::analyzer;
 
@@ -30,7 +32,8 @@ std::vector<size_t> merged(const std::vector<Ev>& ev) {
 std::vector<size_t> stable_sorted(const std::vector<Ev>& ev) {
   std::vector<size_t> idx(ev.size());
   std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return ev[a].time < ev[b].time; });
+  std::stable_sort(idx.begin(), idx.end(),
+                   [&](size_t a, size_t b) { return ev[a].time < ev[b].time; });
   return idx;
 }
 
@@ -99,25 +102,42 @@ Marked one_thread_with_marks(size_t n, size_t every) {
   return m;
 }
 
-// The streamed order and the most events held at once, or nothing when refused.
+// The streamed order and the most events held at once, or nothing when refused. The events are
+// indexes, or (as the loader queues records of the mapped file) pointers to the events in order.
+template <typename Event = size_t>
 std::optional<std::pair<std::vector<size_t>, size_t>> streamed_with_marks(const Marked& m) {
-  ga::StreamingTimeOrder<size_t> order;
+  ga::StreamingTimeOrder<Event> order;
   std::vector<size_t> out;
-  auto visit = [&](size_t i) { out.push_back(i); };
+  auto visit = [&](Event e) {
+    if constexpr (std::is_pointer_v<Event>)
+      out.push_back(static_cast<size_t>(e - m.events.data()));
+    else
+      out.push_back(e);
+  };
   size_t next_mark = 0;
   for (size_t i = 0; i < m.events.size(); ++i) {
     for (; next_mark < m.marks.size() && m.marks[next_mark].first == i; ++next_mark)
       order.flush_mark(m.marks[next_mark].second, visit);
-    if (!order.push(m.events[i].thread, m.events[i].time, i, visit)) return std::nullopt;
+    Event e;
+    if constexpr (std::is_pointer_v<Event>)
+      e = m.events.data() + i;
+    else
+      e = i;
+    if (!order.push(m.events[i].thread, m.events[i].time, e, visit)) return std::nullopt;
   }
   order.finish(visit);
   return std::make_pair(out, order.max_buffered());
 }
 
-// The streamed order, or nothing when the merge refused the input part-way.
+// The streamed order, or nothing when the merge refused the input part-way; the same with pointer
+// events and index events (checked here).
 std::optional<std::vector<size_t>> streamed(const std::vector<Ev>& ev) {
-  auto got = streamed_with_marks(Marked{ev, {}});
-  if (!got) return std::nullopt;
+  Marked m{ev, {}};
+  auto got = streamed_with_marks(m);
+  auto by_pointer = streamed_with_marks<const Ev*>(m);
+  EXPECT_EQ(got.has_value(), by_pointer.has_value());
+  if (!got || !by_pointer) return std::nullopt;
+  EXPECT_EQ(got->first, by_pointer->first);
   return got->first;
 }
 
@@ -140,7 +160,8 @@ TEST(StreamOrder, KeepsOnlyAWindowOfEvents) {
   ga::StreamingTimeOrder<size_t> order;
   size_t visited = 0;
   auto visit = [&](size_t) { ++visited; };
-  for (size_t i = 0; i < ev.size(); ++i) ASSERT_TRUE(order.push(ev[i].thread, ev[i].time, i, visit));
+  for (size_t i = 0; i < ev.size(); ++i)
+    ASSERT_TRUE(order.push(ev[i].thread, ev[i].time, i, visit));
   EXPECT_LT(order.max_buffered(), ev.size() / 10);  // a few flushes' worth, not the file
   order.finish(visit);
   EXPECT_EQ(visited, ev.size());
@@ -153,6 +174,7 @@ TEST(StreamOrder, FlushMarksBoundAOneThreadWindow) {
   auto with = streamed_with_marks(m);
   ASSERT_TRUE(with.has_value());
   EXPECT_EQ(with->first, stable_sorted(m.events));
+  EXPECT_EQ(streamed_with_marks<const Ev*>(m), with);
   // At most two flushes wait: the one before the latest mark and the one being read.
   EXPECT_LE(with->second, 2 * 2000u);
   Marked none = m;
@@ -169,13 +191,15 @@ TEST(StreamOrder, FlushMarksLetANewThreadBringEventsOfTheLastFlushOnly) {
   const uint64_t previous_mark = m.marks[4].second, last_mark = m.marks[5].second;
   ASSERT_EQ(m.marks[5].first, 30'000u);
   Marked late = m;
-  late.events.insert(late.events.begin() + 30'000,
-                     {Ev{previous_mark + 1, 2}, Ev{(previous_mark + last_mark) / 2, 2}, Ev{last_mark, 2}});
+  late.events.insert(
+      late.events.begin() + 30'000,
+      {Ev{previous_mark + 1, 2}, Ev{(previous_mark + last_mark) / 2, 2}, Ev{last_mark, 2}});
   for (auto& [at, time] : late.marks)
     if (at > 30'000) at += 3;
   auto got = streamed_with_marks(late);
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->first, stable_sorted(late.events));
+  EXPECT_EQ(streamed_with_marks<const Ev*>(late), got);
   // An event from flushes back, older than events already replayed: refused (the loader then
   // sorts the whole file), never misordered.
   Marked stale = m;
@@ -183,6 +207,7 @@ TEST(StreamOrder, FlushMarksLetANewThreadBringEventsOfTheLastFlushOnly) {
   for (auto& [at, time] : stale.marks)
     if (at > 30'000) at += 1;
   EXPECT_FALSE(streamed_with_marks(stale).has_value());
+  EXPECT_FALSE(streamed_with_marks<const Ev*>(stale).has_value());
 }
 
 TEST(StreamOrder, RefusesRatherThanMisordersALateBatch) {
@@ -199,4 +224,48 @@ TEST(StreamOrder, RefusesRatherThanMisordersALateBatch) {
   if (std::optional<std::vector<size_t>> got = streamed(chaos)) {
     EXPECT_EQ(*got, stable_sorted(chaos));
   }
+}
+
+TEST(StreamOrder, SortsRoundsOfAnyTimeRange) {
+  // A round's keys hold its time range above each event's place in the round: ranges of 1 to 64
+  // bits, and one too wide for the keys (taken by a plain stable sort), all in stable order.
+  std::mt19937_64 rng(5);
+  for (int bits : {1, 2, 13, 14, 26, 27, 40, 52, 63, 64}) {
+    std::vector<Ev> ev;
+    const uint64_t mask = bits == 64 ? UINT64_MAX : (uint64_t{1} << bits) - 1;
+    for (size_t i = 0; i < 3000; ++i) ev.push_back(Ev{rng() & mask, rng() % 2 == 0 ? 1u : 2u});
+    ev.push_back(Ev{mask, 3});
+    ev.push_back(Ev{0, 4});
+    for (size_t t : {1u, 2u}) {  // each thread's own events in order, as the shim writes them
+      std::vector<uint64_t> times;
+      for (const Ev& e : ev)
+        if (e.thread == t) times.push_back(e.time);
+      std::sort(times.begin(), times.end());
+      size_t k = 0;
+      for (Ev& e : ev)
+        if (e.thread == t) e.time = times[k++];
+    }
+    std::optional<std::vector<size_t>> got = streamed(ev);  // one round, at the end
+    ASSERT_TRUE(got.has_value()) << bits << " bits";
+    EXPECT_EQ(*got, stable_sorted(ev)) << bits << " bits";
+  }
+}
+
+TEST(StreamOrder, PointerEventsPushedOutOfAddressOrderStillSortStably) {
+  // The keys name a pointer event by its offset from the first one queued, which needs them in
+  // increasing order; pushed otherwise they are sorted by a plain stable sort.
+  std::mt19937_64 rng(9);
+  std::vector<Ev> push_order = shim_like(rng, 4, 3000, true);
+  std::vector<Ev> storage(push_order.rbegin(), push_order.rend());  // the last pushed lowest
+  ga::StreamingTimeOrder<const Ev*> order;
+  std::vector<size_t> out;
+  auto visit = [&](const Ev* e) {
+    out.push_back(storage.size() - 1 - static_cast<size_t>(e - storage.data()));
+  };
+  for (size_t i = 0; i < push_order.size(); ++i) {
+    const Ev* e = &storage[storage.size() - 1 - i];
+    ASSERT_TRUE(order.push(e->thread, e->time, e, visit));
+  }
+  order.finish(visit);
+  EXPECT_EQ(out, stable_sorted(push_order));
 }

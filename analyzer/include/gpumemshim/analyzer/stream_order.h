@@ -17,6 +17,7 @@
 // (for_each_in_time_order), so a result is never wrong, only slower.
 #pragma once
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -29,13 +30,13 @@ template <typename Event>
 class StreamingTimeOrder {
  public:
   static constexpr uint64_t kIdleWindowNs = 1'000'000'000;  // 10x the shim's flush interval
-  static constexpr size_t kMinRound = 4096;                  // events queued before a round
+  static constexpr size_t kMinRound = 4096;                 // events queued before a round
   static constexpr size_t kTargetBytes = 64;  // pointer events: the bytes the visit reads at most
 
   // Queues `e` (of `stream`, at `time`); may call visit(const Event&) for events now safe.
   template <typename Visit>
-  bool push(uint64_t stream, uint64_t time, const Event& e, Visit&& visit) {
-    if (time < emitted_time_) return false;  // an earlier event was replayed already
+  [[gnu::always_inline]] bool push(uint64_t stream, uint64_t time, const Event& e, Visit&& visit) {
+    if (time < emitted_time_) return false;       // an earlier event was replayed already
     if (stream != batch_stream_ || !in_batch_) {  // a new batch of this stream begins
       Stream& s = stream_of(stream);
       s.settled = s.last;
@@ -45,6 +46,9 @@ class StreamingTimeOrder {
     }
     batch_->last = std::max(batch_->last, time);
     newest_ = std::max(newest_, time);
+    if constexpr (kPointerEvents) {
+      pointers_in_order_ &= queue_.empty() || e >= queue_.back().event;
+    }
     queue_.push_back(Item{time, e});
     if (queue_.size() >= next_round_) round(visit);
     return true;
@@ -97,7 +101,7 @@ class StreamingTimeOrder {
   // Emits what is safe now. Each round reads the whole queue: rounds spaced by at least what
   // stayed keep that linear.
   template <typename Visit>
-  void round(Visit& visit) {
+  [[gnu::noinline]] void round(Visit& visit) {
     emit(bound(), visit);
     next_round_ = std::max(kMinRound, 2 * queue_.size());
   }
@@ -111,73 +115,154 @@ class StreamingTimeOrder {
   }
 
   // The queued events at or before `bound`, in (time, file order): taken out of the queue (the
-  // rest keeps file order) and put in order by a stable LSD radix sort on their time, unless they
-  // came in order (one thread's events).
+  // rest keeps file order) and put in that order by a stable LSD radix sort of 8-byte keys, the
+  // time above the event's place in the file, unless they came in order (one thread's events).
+  // For pointer events (records in a mapped file, queued in file order) the place is the offset
+  // from the first one queued, so the sorted keys name the records themselves; for other events it
+  // is the place among the ready ones.
   template <typename Visit>
   void emit(uint64_t bound, Visit& visit) {
     max_buffered_ = std::max(max_buffered_, queue_.size());
-    ready_.clear();
-    size_t kept = 0;
-    uint64_t lo = UINT64_MAX, hi = 0;
+    if (queue_.empty()) return;
+    // Every ready time is in [base, top]: nothing older than the last emitted event is queued.
+    const uint64_t base = emitted_time_, top = std::min(bound, newest_);
+    int place_bits = 0;
+    if constexpr (kPointerEvents) {
+      if (!pointers_in_order_) return emit_by_stable_sort(bound, visit);
+      place_bits = bit_width(static_cast<uint64_t>(queue_.back().event - queue_.front().event));
+    } else {
+      place_bits = bit_width(queue_.size() - 1);
+    }
+    const int time_bits = bit_width(top - base);
+    if (time_bits + place_bits > 64 || queue_.size() > UINT32_MAX)
+      return emit_by_stable_sort(bound, visit);
+    const Layout layout = Layout::of(time_bits, place_bits);
+    const Event first = queue_.front().event;
+    keys_.resize(queue_.size());
+    if constexpr (!kPointerEvents) ready_events_.resize(queue_.size());
+    count_.assign(layout.buckets, 0);
+    size_t kept = 0, n = 0;
+    uint64_t last_key = 0;
     bool in_order = true;
     for (size_t i = 0; i < queue_.size(); ++i) {
       const Item& it = queue_[i];
       if (it.time <= bound) {
-        in_order &= it.time >= hi;  // hi: the latest so far
-        ready_.push_back(it);
-        lo = std::min(lo, it.time);
-        hi = std::max(hi, it.time);
+        uint64_t place;
+        if constexpr (kPointerEvents) {
+          place = static_cast<uint64_t>(it.event - first);
+        } else {
+          ready_events_[n] = it.event;
+          place = n;
+        }
+        const uint64_t key = ((it.time - base) << place_bits) | place;
+        in_order &= key >= last_key;
+        last_key = std::max(last_key, key);
+        keys_[n++] = key;
+        ++count_[layout.digit(key, 0)];
       } else {
         queue_[kept++] = it;
       }
     }
     queue_.resize(kept);
-    if (ready_.empty()) return;
-    if (!in_order) sort_by_time(lo, hi);
-    // The events' targets are long out of the cache: fetched ahead, both cache lines a record of
-    // up to kTargetBytes can span (a 2.x Alloc is 50 bytes, across two lines most of the time).
-    constexpr size_t kAhead = 8;
-    for (size_t i = 0; i < ready_.size(); ++i) {
-      if constexpr (std::is_pointer_v<Event>) {
-        if (i + kAhead < ready_.size()) {
-          __builtin_prefetch(ready_[i + kAhead].event);
-          __builtin_prefetch(ready_[i + kAhead].event + (kTargetBytes - 1));
+    keys_.resize(n);
+    if (n == 0) return;
+    if (!in_order) sort_keys(layout);
+    const uint64_t place_mask = (uint64_t{1} << place_bits) - 1;
+    auto event_of = [&](uint64_t key) -> Event {
+      if constexpr (kPointerEvents)
+        return first + (key & place_mask);
+      else
+        return ready_events_[key & place_mask];
+    };
+    for (size_t i = 0; i < n; ++i) {
+      if constexpr (kPointerEvents) {
+        // The records are long out of the cache: fetched ahead, both cache lines a record of up
+        // to kTargetBytes can span (a 2.x Alloc is 50 bytes, across two lines most of the time).
+        constexpr size_t kAhead = 8;
+        if (i + kAhead < n) {
+          const Event target = event_of(keys_[i + kAhead]);
+          __builtin_prefetch(target);
+          __builtin_prefetch(target + (kTargetBytes - 1));
         }
       }
-      emitted_time_ = ready_[i].time;
-      visit(static_cast<const Event&>(ready_[i].event));
+      visit(static_cast<const Event&>(event_of(keys_[i])));
+    }
+    emitted_time_ = base + (last_key >> place_bits);  // the latest emitted
+  }
+
+  static int bit_width(uint64_t v) { return static_cast<int>(std::bit_width(v)); }
+
+  // The radix digits of a round's keys: the time bits above the place bits, in digits of at most
+  // 13 bits (a 32 KiB count table stays in the L1 cache), as few passes as the time range needs,
+  // balanced across them.
+  struct Layout {
+    int place_bits = 0, passes = 0, digit_bits = 0;
+    size_t buckets = 1;
+    static Layout of(int time_bits, int place_bits) {
+      Layout l;
+      l.place_bits = place_bits;
+      l.passes = (time_bits + 12) / 13;
+      l.digit_bits = l.passes == 0 ? 0 : (time_bits + l.passes - 1) / l.passes;
+      l.buckets = size_t{1} << l.digit_bits;
+      return l;
+    }
+    size_t digit(uint64_t key, int pass) const {
+      return static_cast<size_t>((key >> (place_bits + pass * digit_bits)) & (buckets - 1));
+    }
+  };
+
+  // keys_ (with count_ holding the first pass's counts) in order. Each pass's counts are taken
+  // while the previous pass moves the keys.
+  void sort_keys(const Layout& l) {
+    scratch_.resize(keys_.size());
+    for (int p = 0; p < l.passes; ++p) {
+      uint32_t sum = 0;  // counts to starting places
+      for (uint32_t& c : count_) {
+        const uint32_t k = c;
+        c = sum;
+        sum += k;
+      }
+      const bool more = p + 1 < l.passes;
+      next_count_.assign(more ? l.buckets : 0, 0);
+      for (const uint64_t key : keys_) {
+        scratch_[count_[l.digit(key, p)]++] = key;
+        if (more) ++next_count_[l.digit(key, p + 1)];
+      }
+      keys_.swap(scratch_);
+      count_.swap(next_count_);
     }
   }
 
-  // As few passes as the round's time range needs, digits of at most 13 bits (a 32 KiB count
-  // table stays in the L1 cache), balanced across the passes.
-  void sort_by_time(uint64_t lo, uint64_t hi) {
-    const uint64_t range = hi - lo;
-    if (range == 0) return;
-    if (ready_.size() > UINT32_MAX) {  // beyond the 32-bit counts: a plain stable sort
-      std::stable_sort(ready_.begin(), ready_.end(), [](const Item& a, const Item& b) { return a.time < b.time; });
-      return;
+  // A round whose keys would not fit 64 bits (a round spanning days), or pointer events that were
+  // not pushed in increasing order: the ready events by a plain stable sort on their time.
+  template <typename Visit>
+  void emit_by_stable_sort(uint64_t bound, Visit& visit) {
+    std::vector<Item> ready;
+    size_t kept = 0;
+    for (const Item& it : queue_) {
+      if (it.time <= bound)
+        ready.push_back(it);
+      else
+        queue_[kept++] = it;
     }
-    const int bits = 64 - __builtin_clzll(range);
-    const int passes = (bits + 12) / 13;
-    const int digit = (bits + passes - 1) / passes;
-    const size_t buckets = size_t{1} << digit;
-    scratch_.resize(ready_.size());
-    for (int shift = 0; shift < bits; shift += digit) {
-      count_.assign(buckets + 1, 0);
-      for (const Item& it : ready_) ++count_[(((it.time - lo) >> shift) & (buckets - 1)) + 1];
-      for (size_t b = 1; b <= buckets; ++b) count_[b] += count_[b - 1];
-      for (const Item& it : ready_) scratch_[count_[((it.time - lo) >> shift) & (buckets - 1)]++] = it;
-      ready_.swap(scratch_);
+    queue_.resize(kept);
+    std::stable_sort(ready.begin(), ready.end(),
+                     [](const Item& a, const Item& b) { return a.time < b.time; });
+    for (const Item& it : ready) {
+      emitted_time_ = it.time;
+      visit(static_cast<const Event&>(it.event));
     }
   }
 
-  std::vector<Item> queue_;    // in file order
-  std::vector<Item> ready_, scratch_;
-  std::vector<uint32_t> count_;  // a round holds fewer than 2^32 events
+  std::vector<Item> queue_;  // in file order
+  static constexpr bool kPointerEvents = std::is_pointer_v<Event>;
+  bool pointers_in_order_ = true;    // pointer events: every one pushed after the one before it
+  std::vector<Event> ready_events_;  // not pointers: a round's ready events, in file order
+  std::vector<uint64_t> keys_, scratch_;      // a round's ready events (emit)
+  std::vector<uint32_t> count_, next_count_;  // a round holds fewer than 2^32 events
   std::vector<Stream> streams_;
   std::unordered_map<uint64_t, uint32_t> index_;  // stream id -> streams_ index
-  uint64_t batch_stream_ = 0;  // the stream of the batch being read
+  uint64_t batch_stream_ = 0;                     // the stream of the batch being read
   Stream* batch_ = nullptr;
   bool in_batch_ = false;
   uint64_t newest_ = 0;
