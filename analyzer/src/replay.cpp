@@ -53,13 +53,13 @@ uint32_t Replay::find_site(const RawSite& s, int32_t device) {
 }
 
 void Replay::site_seen(uint32_t site, SiteHot& hot) {
-  peak_sites_.before_change(site, site_live_[site]);
   step_sampler_.touch(site);
   time_sampler_.touch(site);
   hot.stamp = stamp_;
 }
 
 void Replay::site_add(uint32_t site, uint64_t bytes) {
+  peak_sites_.before_change(site, site_live_);
   SiteHot& hot = site_hot_[site];
   if (hot.stamp != stamp_) site_seen(site, hot);
   uint64_t now = site_live_[site] += bytes;
@@ -72,6 +72,7 @@ void Replay::site_add(uint32_t site, uint64_t bytes) {
 }
 
 void Replay::site_sub(uint32_t site, uint64_t bytes) {
+  peak_sites_.before_change(site, site_live_);
   SiteHot& hot = site_hot_[site];
   if (hot.stamp != stamp_) site_seen(site, hot);
   uint64_t now = site_live_[site] -= bytes;
@@ -162,7 +163,6 @@ void Replay::alloc(const format::AllocRecord& r) {
     in_step_ += r.size;
     if (live_device_bytes_ > summary_.peak_bytes) {
       peak_sites_.new_peak();  // ranks: sites at the peak
-      new_stamp();
       peak_in_step_ = in_step_;
       peak_time_ns_ = r.time_ns;
     }

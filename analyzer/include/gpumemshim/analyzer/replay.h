@@ -205,10 +205,10 @@ class Replay {
   std::vector<SiteMemo> site_memo_ = std::vector<SiteMemo>(size_t{1} << kSiteMemoBits);
   void site_add(uint32_t site, uint64_t bytes);
   void site_sub(uint32_t site, uint64_t bytes);
-  // What every change of a site's bytes reads besides the bytes, side by side. The peak tracker
-  // and both samplers only need to see a site once after each of their own moments (a new peak, a
-  // boundary): all three are behind one stamp, bumped at any of those moments, so a site's change
-  // costs one comparison until the next.
+  // What every change of a site's bytes reads besides the bytes, side by side. Both samplers only
+  // need to see a site once after each of their boundaries: they are behind one stamp, bumped at
+  // either's boundary, so a site's change costs one comparison until the next. (The peak tracker
+  // logs every change instead: peaks come far more often than boundaries.)
   struct SiteHot {
     uint64_t stamp = 0;             // stamp_ when the trackers last saw the site
     uint32_t group = UINT32_MAX;    // set_site_groups' group, UINT32_MAX: none

@@ -138,8 +138,11 @@ class StreamingTimeOrder {
       return emit_by_stable_sort(bound, visit);
     const Layout layout = Layout::of(time_bits, place_bits);
     const Event first = queue_.front().event;
-    keys_.resize(queue_.size());
-    if constexpr (!kPointerEvents) ready_events_.resize(queue_.size());
+    // Grown, never shrunk: a round's buffers are reused without being cleared.
+    if (keys_.size() < queue_.size()) keys_.resize(queue_.size());
+    if constexpr (!kPointerEvents) {
+      if (ready_events_.size() < queue_.size()) ready_events_.resize(queue_.size());
+    }
     count_.assign(layout.buckets, 0);
     size_t kept = 0, n = 0;
     uint64_t last_key = 0;
@@ -164,9 +167,8 @@ class StreamingTimeOrder {
       }
     }
     queue_.resize(kept);
-    keys_.resize(n);
     if (n == 0) return;
-    if (!in_order) sort_keys(layout);
+    if (!in_order) sort_keys(layout, n);
     const uint64_t place_mask = (uint64_t{1} << place_bits) - 1;
     auto event_of = [&](uint64_t key) -> Event {
       if constexpr (kPointerEvents)
@@ -211,10 +213,10 @@ class StreamingTimeOrder {
     }
   };
 
-  // keys_ (with count_ holding the first pass's counts) in order. Each pass's counts are taken
-  // while the previous pass moves the keys.
-  void sort_keys(const Layout& l) {
-    scratch_.resize(keys_.size());
+  // The first n keys_ (with count_ holding the first pass's counts) in order. Each pass's counts
+  // are taken while the previous pass moves the keys.
+  void sort_keys(const Layout& l, size_t n) {
+    if (scratch_.size() < n) scratch_.resize(n);
     for (int p = 0; p < l.passes; ++p) {
       uint32_t sum = 0;  // counts to starting places
       for (uint32_t& c : count_) {
@@ -224,7 +226,8 @@ class StreamingTimeOrder {
       }
       const bool more = p + 1 < l.passes;
       next_count_.assign(more ? l.buckets : 0, 0);
-      for (const uint64_t key : keys_) {
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t key = keys_[i];
         scratch_[count_[l.digit(key, p)]++] = key;
         if (more) ++next_count_[l.digit(key, p + 1)];
       }
