@@ -15,7 +15,8 @@ Replay::Replay() = default;
 
 DeviceMemoryTrack* Replay::new_device_track(int32_t device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
-  if (static_cast<size_t>(device) >= devices_.size()) devices_.resize(static_cast<size_t>(device) + 1);
+  if (static_cast<size_t>(device) >= devices_.size())
+    devices_.resize(static_cast<size_t>(device) + 1);
   DeviceMemoryTrack& d = devices_[static_cast<size_t>(device)];
   d.device = device;
   d.seen = true;
@@ -23,33 +24,54 @@ DeviceMemoryTrack* Replay::new_device_track(int32_t device) {
 }
 
 uint32_t Replay::site_of(const RawSite& s, int32_t device) {
-  const uint32_t tag = site_memo_tag(s);
-  SiteMemo& memo = site_memo_[(s.stack_id * 0x9E3779B97F4A7C15ull ^ tag) >> (64 - kSiteMemoBits)];
+  const uint32_t tag = site_tag(s);
+  const size_t mask = site_slots_.size() - 1;
   uint32_t site;
-  if (memo.stack_id == s.stack_id && memo.tag == tag) [[likely]] {
-    site = memo.site;
-  } else {
-    site = find_site(s, device);
-    memo = SiteMemo{s.stack_id, tag, site};
+  for (size_t i = site_slot_home(s.stack_id, tag);; i = (i + 1) & mask) {
+    const SiteSlot& slot = site_slots_[i];
+    if (slot.stack_id == s.stack_id && slot.tag == tag) [[likely]] {
+      site = slot.site;
+      break;
+    }
+    if (slot.tag == 0) {
+      site = add_site(s, device);
+      break;
+    }
   }
   if (site_device_[site] != device) site_device_[site] = -1;
   return site;
 }
 
-uint32_t Replay::find_site(const RawSite& s, int32_t device) {
-  auto [index, inserted] = site_index_.try_emplace(s);
-  if (inserted) {
-    *index = static_cast<uint32_t>(sites_.size());
-    sites_.push_back(s);
-    SiteHot hot;
-    hot.timeline = is_timeline_site(*index);
-    if (*index < group_of_.size()) hot.group = group_of_[*index];
-    site_hot_.push_back(hot);
-    site_live_.push_back(0);
-    site_device_.push_back(device);
-    site_peak_.push_back(0);
+uint32_t Replay::add_site(const RawSite& s, int32_t device) {
+  const auto site = static_cast<uint32_t>(sites_.size());
+  sites_.push_back(s);
+  SiteHot hot;
+  hot.timeline = is_timeline_site(site);
+  if (site < group_of_.size()) hot.group = group_of_[site];
+  site_hot_.push_back(hot);
+  site_live_.push_back(0);
+  site_device_.push_back(device);
+  site_peak_.push_back(0);
+  if (2 * sites_.size() > site_slots_.size()) grow_site_slots();
+  const uint32_t tag = site_tag(s);
+  const size_t mask = site_slots_.size() - 1;
+  size_t i = site_slot_home(s.stack_id, tag);
+  while (site_slots_[i].tag != 0) i = (i + 1) & mask;
+  site_slots_[i] = SiteSlot{s.stack_id, tag, site};
+  return site;
+}
+
+void Replay::grow_site_slots() {
+  std::vector<SiteSlot> old = std::move(site_slots_);
+  site_slots_.assign(old.size() * 2, SiteSlot{});
+  --site_slot_shift_;
+  const size_t mask = site_slots_.size() - 1;
+  for (const SiteSlot& slot : old) {
+    if (slot.tag == 0) continue;
+    size_t i = site_slot_home(slot.stack_id, slot.tag);
+    while (site_slots_[i].tag != 0) i = (i + 1) & mask;
+    site_slots_[i] = slot;
   }
-  return *index;
 }
 
 void Replay::site_seen(uint32_t site, SiteHot& hot) {
@@ -288,7 +310,8 @@ void Replay::marker(const format::MarkerRecord& r) {
         }
       }
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -300,7 +323,8 @@ void Replay::torch_allocated(int32_t device, uint64_t add, uint64_t sub) {
   if (d->reserved == d->reserved_peak)  // the blocks that made the peak come after its segment
     d->allocated_at_reserved_peak = std::max(d->allocated_at_reserved_peak, d->allocated);
   if (d->reserved > d->allocated)
-    d->max_reserved_minus_allocated = std::max(d->max_reserved_minus_allocated, d->reserved - d->allocated);
+    d->max_reserved_minus_allocated =
+        std::max(d->max_reserved_minus_allocated, d->reserved - d->allocated);
 }
 
 // Tensor blocks live in the allocator's segments: they are counted on their own, never in the
@@ -320,7 +344,8 @@ void Replay::torch(const format::TorchEventRecord& r) {
         site_sub(a.site, a.size);
         torch_allocated(a.device, 0, a.size);
       }
-      a = LiveAlloc{r.address, r.size, r.stack_id, r.time_ns, r.device, Api::kUnknown,
+      a = LiveAlloc{r.address,           r.size,         r.stack_id,
+                    r.time_ns,           r.device,       Api::kUnknown,
                     MemoryKind::kDevice, summary_.steps, true};
       a.site = site_of(RawSite{r.stack_id, Api::kUnknown, MemoryKind::kDevice, true}, r.device);
       if (!open_regions_.empty()) a.region = open_regions_.back();
@@ -378,7 +403,8 @@ void Replay::torch(const format::TorchEventRecord& r) {
         d->segments.erase(it);
       }
       if (d->reserved > d->allocated)
-        d->max_reserved_minus_allocated = std::max(d->max_reserved_minus_allocated, d->reserved - d->allocated);
+        d->max_reserved_minus_allocated =
+            std::max(d->max_reserved_minus_allocated, d->reserved - d->allocated);
       break;
     }
     case format::TorchAction::kOom: {
@@ -396,7 +422,8 @@ void Replay::torch(const format::TorchEventRecord& r) {
       ooms_.push_back(o);
       break;
     }
-    default: return;  // free_requested; later actions are ignored
+    default:
+      return;  // free_requested; later actions are ignored
   }
   if (r.action != format::TorchAction::kOom) timeline_point(r.time_ns);
 }
@@ -448,7 +475,8 @@ std::vector<LiveAlloc> Replay::live() const {
   size_t n = torch_live_.size();
   for (const auto& table : live_) n += table.size();
   out.reserve(n);
-  for (const auto& table : live_) table.for_each([&out](uint64_t, const LiveAlloc& a) { out.push_back(a); });
+  for (const auto& table : live_)
+    table.for_each([&out](uint64_t, const LiveAlloc& a) { out.push_back(a); });
   torch_live_.for_each([&out](uint64_t, const LiveAlloc& a) { out.push_back(a); });
   std::sort(out.begin(), out.end(), [](const LiveAlloc& x, const LiveAlloc& y) {
     if (x.time_ns != y.time_ns) return x.time_ns < y.time_ns;

@@ -1,10 +1,13 @@
 // Replay and findings on synthesized traces.
+#include "gpumemshim/analyzer/replay.h"
+
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "gpumemshim/analyzer/analysis.h"
 #include "gpumemshim/analyzer/errors.h"
 #include "gpumemshim/analyzer/load.h"
-#include "gpumemshim/analyzer/replay.h"
 #include "gpumemshim/analyzer/report.h"
 #include "temp_dir.h"
 #include "trace_builder.h"
@@ -99,8 +102,8 @@ TEST(Replay, UnmatchedAndFailedFrees) {
   TraceBuilder t = base_trace();
   t.alloc(0x1000, 64, 1);
   t.free(0x1000, gf::Api::kCudaFree, gf::MemoryKind::kDevice, /*result=*/1);  // failed: stays
-  t.free(0x5000);                                                               // unknown address
-  t.free(0);                                                                    // cudaFree(nullptr)
+  t.free(0x5000);                                                             // unknown address
+  t.free(0);                                                                  // cudaFree(nullptr)
   t.end();
   auto r = analyze(t, dir);
   const auto& s = r.processes[0].summary;
@@ -252,7 +255,9 @@ TEST(Replay, BadTracesThrowOneLineErrors) {
   for (auto type : {gf::RecordType::kAlloc, gf::RecordType::kFree, gf::RecordType::kTorchEvent}) {
     const size_t size = gf::fixed_payload_size(type);
     TraceBuilder short_fixed = base_trace();
-    short_fixed.alloc(0x1000, 64).raw(static_cast<uint8_t>(type), std::string(size - 1, '\x01')).end();
+    short_fixed.alloc(0x1000, 64)
+        .raw(static_cast<uint8_t>(type), std::string(size - 1, '\x01'))
+        .end();
     const std::string name = "short" + std::to_string(static_cast<int>(type));
     expect_error(short_fixed.write(dir.file(name)), "malformed record");
   }
@@ -290,8 +295,8 @@ TEST(Replay, JsonHasTheContractKeys) {
   for (const char* k : {"processes", "summary", "leaks", "failures", "address_space", "growth",
                         "fragmentation", "recommendations"})
     EXPECT_TRUE(j.contains(k)) << k;
-  for (const char* k : {"allocations", "frees", "failed_allocations", "unmatched_frees", "peak_bytes",
-                        "leaked_bytes", "by_kind"})
+  for (const char* k : {"allocations", "frees", "failed_allocations", "unmatched_frees",
+                        "peak_bytes", "leaked_bytes", "by_kind"})
     EXPECT_TRUE(j["summary"].contains(k)) << k;
   for (const char* k : {"pid", "ppid", "rank", "host", "command_line", "trace", "truncated",
                         "clean_exit", "duration_s", "summary", "devices"})
@@ -306,7 +311,9 @@ TEST(Replay, JsonHasTheContractKeys) {
   EXPECT_EQ(j["failures"][0]["size"], 1u << 30);
   EXPECT_EQ(j["summary"]["by_kind"]["device"]["peak_bytes"], 4 * MiB);
   std::string text = an::report_text(analyze(t, dir));
-  EXPECT_NE(text.find("LEAK 4.00 MiB (4194304 bytes) in 1 allocation via cudaMalloc"), std::string::npos) << text;
+  EXPECT_NE(text.find("LEAK 4.00 MiB (4194304 bytes) in 1 allocation via cudaMalloc"),
+            std::string::npos)
+      << text;
 }
 
 TEST(Units, HumanBytes) {
@@ -328,7 +335,8 @@ TEST(Replay, TorchBlocksLeakAndSegmentsAreCached) {
     t.torch(A::kFreeCompleted, 0xa000000 + i * MiB, 512, 2);
   }
   t.torch(A::kAlloc, 0xa800000, 4096, 2).torch(A::kAlloc, 0xa900000, 8192, 2);  // kept: one site
-  t.torch(A::kAlloc, 0xaa00000, 100, 1).torch(A::kFreeRequested, 0xaa00000, 100, 1);  // not completed
+  t.torch(A::kAlloc, 0xaa00000, 100, 1)
+      .torch(A::kFreeRequested, 0xaa00000, 100, 1);  // not completed
   t.torch(A::kOom, 1000, 1ull << 40);
   t.torch(static_cast<A>(42), 0xa000000, 1);  // a later action: ignored
   t.end();
@@ -389,13 +397,21 @@ TEST(Replay, ALateFlushedThreadIsStillReplayedInTimeOrder) {
   TraceBuilder t = base_trace();
   auto alloc = [&](uint64_t time, uint64_t address, uint64_t size) {
     gf::AllocRecord r;
-    r.time_ns = time; r.thread_id = 1; r.api = gf::Api::kCudaMalloc; r.kind = gf::MemoryKind::kDevice;
-    r.address = address; r.size = size; r.stack_id = 1;
+    r.time_ns = time;
+    r.thread_id = 1;
+    r.api = gf::Api::kCudaMalloc;
+    r.kind = gf::MemoryKind::kDevice;
+    r.address = address;
+    r.size = size;
+    r.stack_id = 1;
     t.add(r);
   };
   auto free = [&](uint64_t time, uint64_t thread, uint64_t address) {
     gf::FreeRecord r;
-    r.time_ns = time; r.thread_id = thread; r.api = gf::Api::kCudaFree; r.kind = gf::MemoryKind::kDevice;
+    r.time_ns = time;
+    r.thread_id = thread;
+    r.api = gf::Api::kCudaFree;
+    r.kind = gf::MemoryKind::kDevice;
     r.address = address;
     t.add(r);
   };
@@ -474,7 +490,8 @@ TraceBuilder mix_trace(gf::Version version) {
   auto put = [&](uint64_t thread, const auto& record) {
     std::vector<uint8_t> buf(256);
     size_t n = gf::encode_for(version, buf.data(), buf.size(), record);
-    pending[thread].insert(pending[thread].end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+    pending[thread].insert(pending[thread].end(), buf.begin(),
+                           buf.begin() + static_cast<std::ptrdiff_t>(n));
   };
   for (uint64_t i = 0; i < 60'000; ++i) {
     time += 300 + i % 700;
@@ -487,19 +504,21 @@ TraceBuilder mix_trace(gf::Version version) {
     else if (i % 20000 == 900)
       put(0, gf::MarkerRecord{time, 0, gf::MarkerKind::kRangePop, an::kBackwardRange, 2});
     else if (i % 1000 == 3)
-      put(thread, gf::AllocFailedRecord{time, thread, 0, 0, gf::Api::kCudaMalloc, gf::MemoryKind::kDevice,
-                                        64 * MiB, 2, 1});
+      put(thread, gf::AllocFailedRecord{time, thread, 0, 0, gf::Api::kCudaMalloc,
+                                        gf::MemoryKind::kDevice, 64 * MiB, 2, 1});
     else if (i % 1000 == 4)
       put(thread, gf::MemInfoRecord{time, 0, 10 * MiB * (i % 7), 80ull << 30});
     else if (thread == 3)
-      put(thread, gf::TorchEventRecord{time, thread, 0, 0,
-                                       (i / 4) % 2 ? gf::TorchAction::kFreeCompleted : gf::TorchAction::kAlloc,
-                                       address, 4096 + i % 13, 7});
+      put(thread, gf::TorchEventRecord{
+                      time, thread, 0, 0,
+                      (i / 4) % 2 ? gf::TorchAction::kFreeCompleted : gf::TorchAction::kAlloc,
+                      address, 4096 + i % 13, 7});
     else if ((i / 4) % 2 == 0 && i % 3001 != 0)  // the pair's allocation (every ~3000th leaks)
-      put(thread, gf::AllocRecord{time, thread, 0, 0, gf::Api::kCudaMalloc, gf::MemoryKind::kDevice, address,
-                                  1 * MiB + i % 4096, thread == 1 ? 7u : 1u});
+      put(thread, gf::AllocRecord{time, thread, 0, 0, gf::Api::kCudaMalloc, gf::MemoryKind::kDevice,
+                                  address, 1 * MiB + i % 4096, thread == 1 ? 7u : 1u});
     else
-      put(thread, gf::FreeRecord{time, thread, -1, 0, gf::Api::kCudaFree, gf::MemoryKind::kDevice, address, 0, 0});
+      put(thread, gf::FreeRecord{time, thread, -1, 0, gf::Api::kCudaFree, gf::MemoryKind::kDevice,
+                                 address, 0, 0});
     if (i % 8000 == 7999) {  // a flush: the threads' batches, then the mark
       for (uint64_t k = 4; k-- > 0;) {
         t.append_bytes({reinterpret_cast<const char*>(pending[k].data()), pending[k].size()});
@@ -534,8 +553,10 @@ TEST(Replay, AReplayThreadGivesTheSameReport) {
 
   // A malformed timed record: the same one-line error either way (the reader decodes it).
   TraceBuilder bad = base_trace();
-  for (uint64_t i = 0; i < 20'000; ++i) bad.alloc(0x100000 + i * 4096, 64).free(0x100000 + i * 4096);
-  bad.raw(static_cast<uint8_t>(gf::RecordType::kAlloc), std::string_view("\x05\x01\x00\x00\x01\x09", 6));
+  for (uint64_t i = 0; i < 20'000; ++i)
+    bad.alloc(0x100000 + i * 4096, 64).free(0x100000 + i * 4096);
+  bad.raw(static_cast<uint8_t>(gf::RecordType::kAlloc),
+          std::string_view("\x05\x01\x00\x00\x01\x09", 6));
   for (uint64_t i = 0; i < 20'000; ++i) bad.alloc(0x100000 + i * 4096, 64);
   const std::string bad_path = bad.write(dir.file("bad.trace"));
   const std::string error = error_of(bad_path, false);
@@ -546,10 +567,12 @@ TEST(Replay, AReplayThreadGivesTheSameReport) {
   // file again, buffered; same report either way.
   TraceBuilder late = base_trace();
   late.stack(7, {kAppBase + 0x4000});
-  late.add(gf::MarkerRecord{late.now() + 1000, 1, gf::MarkerKind::kRangePush, an::kBackwardRange, 2});
-  late.add(gf::AllocRecord{late.now() + 2000, 2, 0, 0, gf::Api::kCudaMalloc, gf::MemoryKind::kDevice,
-                           0x900000, 3 * MiB, 7});
-  for (uint64_t i = 0; i < 20'000; ++i) late.at(late.now() + 10'000 + i * 1000).alloc(0x100000, 64).free(0x100000);
+  late.add(
+      gf::MarkerRecord{late.now() + 1000, 1, gf::MarkerKind::kRangePush, an::kBackwardRange, 2});
+  late.add(gf::AllocRecord{late.now() + 2000, 2, 0, 0, gf::Api::kCudaMalloc,
+                           gf::MemoryKind::kDevice, 0x900000, 3 * MiB, 7});
+  for (uint64_t i = 0; i < 20'000; ++i)
+    late.at(late.now() + 10'000 + i * 1000).alloc(0x100000, 64).free(0x100000);
   const gf::PyFrameRef frame{1234, 2, 1};
   late.add(gf::PyStackRecord{7, 1, &frame});
   late.end();
@@ -587,7 +610,8 @@ TEST(Replay, Format11And20GiveTheSameReport) {
   const nlohmann::json a = json_of(v11, false), b = json_of(v20, false);
   EXPECT_EQ(a["processes"][0]["format_version"], "1.1");
   EXPECT_EQ(b["processes"][0]["format_version"], "2.0");
-  EXPECT_GT(b["processes"][0]["trace_bytes"].get<uint64_t>(), a["processes"][0]["trace_bytes"].get<uint64_t>());
+  EXPECT_GT(b["processes"][0]["trace_bytes"].get<uint64_t>(),
+            a["processes"][0]["trace_bytes"].get<uint64_t>());
   EXPECT_GT(a["processes"][0]["summary"]["allocations"].get<uint64_t>(), 20'000u);
   EXPECT_EQ(without_file_fields(a).dump(), without_file_fields(b).dump());
   EXPECT_EQ(without_file_fields(json_of(v20, true)).dump(), without_file_fields(a).dump());
@@ -595,22 +619,67 @@ TEST(Replay, Format11And20GiveTheSameReport) {
   EXPECT_EQ(without_file_fields(an::report_json(an::analyze({v11}))).dump(),
             without_file_fields(an::report_json(an::analyze({v20}))).dump());
 
-  // A thread's batch 2 s late in the file: the loader orders by the fixed layout's times too (in 1.1
-  // the late free would otherwise take the address's second allocation with it).
+  // A thread's batch 2 s late in the file: the loader orders by the fixed layout's times too
+  // (in 1.1 the late free would otherwise take the address's second allocation with it).
   auto late = [&](gf::Version version, const char* name) {
     TraceBuilder t = base_trace(100, version);
     t.at(1000).alloc(0x5000, 1 * MiB, 1).at(3000).alloc(0x5000, 2 * MiB, 1);
     for (uint64_t i = 0; i < 10000; ++i)
-      t.at(10'000 + i * 200'000).alloc(0x100000, 4096, 2).at(10'000 + i * 200'000 + 100).free(0x100000);
+      t.at(10'000 + i * 200'000)
+          .alloc(0x100000, 4096, 2)
+          .at(10'000 + i * 200'000 + 100)
+          .free(0x100000);
     gf::FreeRecord f;
-    f.time_ns = 2000; f.thread_id = 2; f.api = gf::Api::kCudaFree; f.kind = gf::MemoryKind::kDevice;
+    f.time_ns = 2000;
+    f.thread_id = 2;
+    f.api = gf::Api::kCudaFree;
+    f.kind = gf::MemoryKind::kDevice;
     f.address = 0x5000;
     t.add(f);
     t.at(2'100'000'000).end();
     return json_of(t.write(dir.file(name)), false);
   };
-  const nlohmann::json la = late(gf::kVersion1_1, "late11.trace"), lb = late(gf::kVersion, "late20.trace");
+  const nlohmann::json la = late(gf::kVersion1_1, "late11.trace"),
+                       lb = late(gf::kVersion, "late20.trace");
   EXPECT_EQ(lb["processes"][0]["summary"]["unmatched_frees"], 0);
   EXPECT_EQ(lb["processes"][0]["summary"]["frees"], 10001);
   EXPECT_EQ(without_file_fields(la).dump(), without_file_fields(lb).dump());
+}
+
+TEST(Replay, ManyRawSitesEachKeepTheirOwnBytes) {
+  // Thousands of (stack, api, kind, tensor block) sites, so the site table grows several times
+  // while sites are being added; each keeps its bytes and its device, and the same key is always
+  // the same site.
+  an::Replay rp;
+  constexpr uint64_t kStacks = 5000;
+  uint64_t address = 0x100000000;
+  for (int round = 0; round < 2; ++round)
+    for (uint64_t s = 0; s < kStacks; ++s) {
+      gf::AllocRecord a;
+      a.time_ns = 1000 + round * kStacks + s;
+      a.api = s % 3 == 0 ? gf::Api::kCudaMallocAsync : gf::Api::kCudaMalloc;
+      a.kind = s % 3 == 0 ? gf::MemoryKind::kPool : gf::MemoryKind::kDevice;
+      a.device = round == 1 && s % 7 == 0 ? 1 : 0;
+      a.address = address += 0x1000;
+      a.size = 1 + s;
+      a.stack_id = 0x9E3779B97F4A7C15ull * (s + 1);  // hashes, as the shim's stack ids
+      rp.alloc(a);
+      gf::TorchEventRecord b;
+      b.time_ns = a.time_ns;
+      b.action = gf::TorchAction::kAlloc;
+      b.address = a.address;
+      b.size = 2 * (1 + s);
+      b.stack_id = a.stack_id;  // the same stack, another site: a tensor block
+      rp.torch(b);
+    }
+  ASSERT_EQ(rp.sites().size(), 2 * kStacks);
+  std::map<uint64_t, uint64_t> stack_number;
+  for (uint64_t s = 0; s < kStacks; ++s) stack_number[0x9E3779B97F4A7C15ull * (s + 1)] = s;
+  for (uint32_t i = 0; i < rp.sites().size(); ++i) {
+    const an::RawSite& site = rp.sites()[i];
+    ASSERT_EQ(stack_number.count(site.stack_id), 1u);
+    const uint64_t s = stack_number[site.stack_id];
+    EXPECT_EQ(rp.site_live()[i], (site.torch_block ? 4 : 2) * (1 + s)) << i;
+    EXPECT_EQ(rp.site_device(i), !site.torch_block && s % 7 == 0 ? -1 : 0) << i;
+  }
 }

@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <unordered_map>
-#include <vector>
-
 #include <map>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "gpumemshim/analyzer/address_key.h"
 #include "gpumemshim/analyzer/flat_map.h"
@@ -28,9 +27,9 @@ struct LiveAlloc {
   int32_t device = 0;
   Api api = Api::kUnknown;
   MemoryKind kind = MemoryKind::kDevice;
-  uint64_t step = 0;  // steps seen before the allocation (for step-aware findings later)
-  bool torch_block = false;  // a tensor block of PyTorch's caching allocator (TorchEvent alloc)
-  uint32_t site = 0;         // raw site index (Replay::sites())
+  uint64_t step = 0;            // steps seen before the allocation (for step-aware findings later)
+  bool torch_block = false;     // a tensor block of PyTorch's caching allocator (TorchEvent alloc)
+  uint32_t site = 0;            // raw site index (Replay::sites())
   uint32_t region = kNoRegion;  // innermost expect_no_leak region open when it was allocated
   static constexpr uint32_t kNoRegion = UINT32_MAX;
 };
@@ -60,7 +59,7 @@ struct TorchSnapshot {
   uint64_t allocated_bytes = 0;
   uint64_t inactive_split_blocks = 0;  // free ranges inside segments that hold live blocks
   uint64_t inactive_split_bytes = 0;
-  uint64_t largest_free_block = 0;     // largest free range inside any segment
+  uint64_t largest_free_block = 0;  // largest free range inside any segment
 };
 
 // An OOM as fragmentation sees it: the torch allocator's, or a failed runtime allocation.
@@ -88,8 +87,8 @@ struct DeviceMemoryTrack {
   bool has_meminfo = false;
   uint64_t meminfo_free = 0;
   uint64_t meminfo_total = 0;
-  uint64_t untracked_at_meminfo = 0;  // total - free - live_device_bytes at the last sample
-  bool torch = false;                 // torch segment/block events seen
+  uint64_t untracked_at_meminfo = 0;      // total - free - live_device_bytes at the last sample
+  bool torch = false;                     // torch segment/block events seen
   std::map<uint64_t, uint64_t> segments;  // address -> size (segments and mapped ranges)
 };
 
@@ -117,7 +116,9 @@ class Replay {
   void meminfo(const format::MemInfoRecord& r);
   void marker(const format::MarkerRecord& r);
   void torch(const format::TorchEventRecord& r);
-  void seen_time(uint64_t t) { if (t > last_time_ns_) last_time_ns_ = t; }
+  void seen_time(uint64_t t) {
+    if (t > last_time_ns_) last_time_ns_ = t;
+  }
   // After the last event.
   void finish() {
     timeline_.finish();
@@ -141,7 +142,7 @@ class Replay {
   uint64_t peak_in_step_bytes() const { return peak_in_step_; }
   uint64_t torch_peak_bytes() const { return torch_peak_; }
   uint64_t torch_peak_in_step_bytes() const { return torch_peak_in_step_; }
-  uint64_t peak_time_ns() const { return peak_time_ns_; }              // when peak_bytes was reached
+  uint64_t peak_time_ns() const { return peak_time_ns_; }  // when peak_bytes was reached
   uint64_t torch_peak_time_ns() const { return torch_peak_time_ns_; }  // ... torch_peak_bytes
 
   const std::vector<RawSite>& sites() const { return sites_; }
@@ -162,47 +163,50 @@ class Replay {
     return !sites_[site].torch_block && is_device_memory_kind(sites_[site].kind);
   }
   const TimelineSampler& timeline_samples() const { return timeline_; }
-  uint64_t site_peak(uint32_t site) const { return site_peak_[site]; }  // its own highest live bytes
-  const std::vector<uint64_t>& step_times() const { return step_times_; }  // the first kMaxStepTimes
+  uint64_t site_peak(uint32_t site) const {
+    return site_peak_[site];
+  }  // its own highest live bytes
+  const std::vector<uint64_t>& step_times() const {
+    return step_times_;
+  }  // the first kMaxStepTimes
   static constexpr size_t kMaxStepTimes = 10000;
-  uint64_t torch_reserved_bytes() const;   // now, over all devices
+  uint64_t torch_reserved_bytes() const;  // now, over all devices
   uint64_t torch_allocated_bytes() const;
   // Groups of timeline sites (site -> group, UINT32_MAX: none), set before the replay: each group's
   // highest sum of live bytes is then tracked (the timeline's sites that symbolize alike).
   void set_site_groups(std::vector<uint32_t> group_of);
   const std::vector<uint64_t>& group_peaks() const { return groups_.peak; }
   // The same peaks computed after the replay, from its log of timeline-site changes, when the log
-  // is complete (at most kMaxSiteLog changes, sites below 2^24, changes below 2^39 bytes): no second
-  // read of the trace. Real traces group raw stacks that differ only in the shim's own frames into
-  // one call site, so this is the usual case.
+  // is complete (at most kMaxSiteLog changes, sites below 2^24, changes below 2^39 bytes): no
+  // second read of the trace. Real traces group raw stacks that differ only in the shim's own
+  // frames into one call site, so this is the usual case.
   static constexpr size_t kMaxSiteLog = size_t{1} << 21;  // 16 MiB of log at most
   bool site_log_complete() const { return site_log_on_; }
   std::vector<uint64_t> group_peaks_from_log(const std::vector<uint32_t>& group_of) const;
 
  private:
   void forget(const LiveAlloc& a);  // takes a live allocation out of every count (not the map)
-  struct RawSiteHash {
-    size_t operator()(const RawSite& s) const noexcept {
-      uint64_t tag = (uint64_t{static_cast<uint8_t>(s.api)} << 9) |
-                     (uint64_t{static_cast<uint8_t>(s.kind)} << 1) | (s.torch_block ? 1 : 0);
-      return static_cast<size_t>((s.stack_id ^ (tag << 47)) * 0x9E3779B97F4A7C15ull);
-    }
-  };
   uint32_t site_of(const RawSite& s, int32_t device);
-  uint32_t find_site(const RawSite& s, int32_t device);  // site_index_, adding the site if new
-  // A direct-mapped memo of site_of in front of the site index: a hit is one multiply and two
-  // compares in a 64 KiB array, where the index costs a hash, a probe and a 16-byte key compare.
-  struct SiteMemo {
+  [[gnu::noinline]] uint32_t add_site(const RawSite& s, int32_t device);  // a site never seen
+  // The raw sites by (stack, tag), every one of them: open addressing with linear probing, kept at
+  // most half full, 16-byte entries. A lookup is a multiply and one or two compares, with no miss
+  // to fall back from (a direct-mapped memo in front of a map of RawSite missed on a third of a
+  // few thousand sites).
+  struct SiteSlot {
     uint64_t stack_id = 0;
-    uint32_t tag = 0;  // site_memo_tag: never 0, so an empty entry never matches
+    uint32_t tag = 0;  // site_tag: never 0, so 0 marks an empty slot
     uint32_t site = 0;
   };
-  static constexpr int kSiteMemoBits = 12;
-  static uint32_t site_memo_tag(const RawSite& s) {
+  static uint32_t site_tag(const RawSite& s) {
     return 0x80000000u | (uint32_t{static_cast<uint8_t>(s.api)} << 16) |
            (uint32_t{static_cast<uint8_t>(s.kind)} << 8) | (s.torch_block ? 1u : 0u);
   }
-  std::vector<SiteMemo> site_memo_ = std::vector<SiteMemo>(size_t{1} << kSiteMemoBits);
+  size_t site_slot_home(uint64_t stack_id, uint32_t tag) const {
+    return static_cast<size_t>((stack_id * 0x9E3779B97F4A7C15ull ^ tag) >> site_slot_shift_);
+  }
+  void grow_site_slots();
+  int site_slot_shift_ = 64 - 12;
+  std::vector<SiteSlot> site_slots_ = std::vector<SiteSlot>(size_t{1} << 12);
   void site_add(uint32_t site, uint64_t bytes);
   void site_sub(uint32_t site, uint64_t bytes);
   // What every change of a site's bytes reads besides the bytes, side by side. Both samplers only
@@ -210,9 +214,9 @@ class Replay {
   // either's boundary, so a site's change costs one comparison until the next. (The peak tracker
   // logs every change instead: peaks come far more often than boundaries.)
   struct SiteHot {
-    uint64_t stamp = 0;             // stamp_ when the trackers last saw the site
-    uint32_t group = UINT32_MAX;    // set_site_groups' group, UINT32_MAX: none
-    bool timeline = false;          // is_timeline_site
+    uint64_t stamp = 0;           // stamp_ when the trackers last saw the site
+    uint32_t group = UINT32_MAX;  // set_site_groups' group, UINT32_MAX: none
+    bool timeline = false;        // is_timeline_site
   };
   void new_stamp() { ++stamp_; }
   [[gnu::noinline]] void site_seen(uint32_t site, SiteHot& hot);
@@ -257,7 +261,6 @@ class Replay {
   std::vector<RawSite> sites_;
   std::vector<SiteHot> site_hot_;
   uint64_t stamp_ = 1;
-  FlatMap<RawSite, uint32_t, RawSiteHash> site_index_;
   std::vector<uint64_t> site_live_;
   std::vector<int32_t> site_device_;
   std::vector<uint64_t> site_peak_;
@@ -280,7 +283,8 @@ class Replay {
   DeviceMemoryTrack* device_track(int32_t device) {
     if (static_cast<size_t>(device) < devices_.size()) [[likely]] {  // negative ones are huge
       DeviceMemoryTrack& d = devices_[static_cast<size_t>(device)];
-      if (d.seen) [[likely]] return &d;
+      if (d.seen) [[likely]]
+        return &d;
     }
     return new_device_track(device);
   }
@@ -289,7 +293,9 @@ class Replay {
   std::vector<OomEvent> ooms_;
 
   struct AddressHash {
-    size_t operator()(uint64_t a) const noexcept { return static_cast<size_t>(a); }  // FlatMap mixes
+    size_t operator()(uint64_t a) const noexcept {
+      return static_cast<size_t>(a);
+    }  // FlatMap mixes
   };
   // Live allocations by address, one table per address class (address_key.h): 16-byte index
   // slots, where a (address, class) key made them 24.
