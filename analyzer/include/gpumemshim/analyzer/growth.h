@@ -2,6 +2,7 @@
 // step markers, at equal time buckets), and a robust trend fit per site.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,16 @@ struct TrendFit {
   uint64_t first_bytes = 0;
   uint64_t last_bytes = 0;
 };
+
+// The median of the pairwise slopes (y[j] - y[i]) / (x[j] - x[i]) over i < j with x[j] > x[i]: the
+// one std::nth_element leaves at the middle (index count / 2) of them all. nullopt without such a
+// pair. Found by selection on exact integers where the points allow (see growth.cpp), else by
+// listing every pair.
+std::optional<double> median_pairwise_slope(const std::vector<double>& x,
+                                            const std::vector<double>& y);
+// The same by listing every pair (O(n^2)): the fallback, and the reference the tests compare with.
+std::optional<double> median_pairwise_slope_all_pairs(const std::vector<double>& x,
+                                                      const std::vector<double>& y);
 
 // Theil–Sen slope (median of pairwise slopes, at most 256 evenly spaced points) over the points
 // after the warm-up (the first 10%, at least 1). Fewer than 4 points left: points == 0.
