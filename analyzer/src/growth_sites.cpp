@@ -21,6 +21,82 @@ uint64_t device_total(const LoadedTrace& trace, int32_t device) {
   return 0;
 }
 
+// The raw sites whose series (SiteSampler::series) are not constant, from one pass over the
+// sampler's log rather than a series per site.
+std::vector<bool> varying_sites(const SiteSampler& sampler) {
+  struct State {
+    bool any = false;    // a value seen (else the series is 0 so far)
+    bool shown = false;  // first holds the series' first value
+    bool varies = false;
+    size_t point = 0;  // where the latest value starts
+    uint64_t first = 0;
+    uint64_t latest = 0;  // shown unless a later value at the same point replaces it
+  };
+  std::vector<State> st(sampler.sites());
+  auto show = [](State& s, uint64_t v) {
+    s.varies = s.varies || (s.shown && v != s.first);
+    if (!s.shown) s.first = v;
+    s.shown = true;
+  };
+  sampler.for_each_value([&](uint32_t site, size_t point, uint64_t bytes) {
+    State& s = st[site];
+    if (!s.any) {
+      if (point > 0) show(s, 0);  // 0 before the first value
+    } else if (point != s.point) {
+      show(s, s.latest);
+    }
+    s.any = true;
+    s.point = point;
+    s.latest = bytes;
+  });
+  std::vector<bool> varies(st.size());
+  for (size_t i = 0; i < st.size(); ++i) {
+    if (st[i].any) show(st[i], st[i].latest);
+    varies[i] = st[i].varies;
+  }
+  return varies;
+}
+
+constexpr uint32_t kNoGroup = UINT32_MAX;
+
+// Each group's series: the sum of its raw sites' series (group_of_raw[raw], kNoGroup: none), in
+// one pass over the sampler's log. Its values come by point, each point's scattered over the
+// sites; their changes go into a block of kBlock points by group (point-major: the additions of a
+// point stay within a few kilobytes), flushed into the rows as running sums when the log moves
+// past it (row-major additions missed the cache at nearly every value).
+std::vector<std::vector<uint64_t>> group_series(const SiteSampler& sampler,
+                                                const std::vector<uint32_t>& group_of_raw,
+                                                size_t groups) {
+  constexpr size_t kBlock = 8;  // points: a cache line of each row
+  const size_t n_points = sampler.point_count();
+  std::vector<std::vector<uint64_t>> y(groups, std::vector<uint64_t>(n_points));
+  std::vector<uint64_t> block(kBlock * groups, 0), running(groups, 0);
+  std::vector<uint64_t> last(group_of_raw.size(), 0);  // each raw site's value so far
+  size_t block_start = 0;
+  auto flush = [&] {
+    const size_t end = std::min(block_start + kBlock, n_points);
+    for (size_t g = 0; g < groups; ++g) {
+      uint64_t sum = running[g];
+      for (size_t p = block_start; p < end; ++p) {
+        uint64_t& change = block[(p - block_start) * groups + g];
+        y[g][p] = sum += change;  // wraps as the sum of the raw series would
+        change = 0;
+      }
+      running[g] = sum;
+    }
+    block_start = end;
+  };
+  sampler.for_each_value([&](uint32_t raw, size_t point, uint64_t bytes) {
+    const uint32_t g = raw < group_of_raw.size() ? group_of_raw[raw] : kNoGroup;
+    if (g == kNoGroup) return;
+    while (point >= block_start + kBlock) flush();
+    block[(point - block_start) * groups + g] += bytes - last[raw];
+    last[raw] = bytes;
+  });
+  while (block_start < n_points) flush();
+  return y;
+}
+
 }  // namespace
 
 std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks) {
@@ -38,42 +114,45 @@ std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks) {
     for (uint64_t& v : x) v = (v + stride - 1) / stride;
 
   struct Site {
-    std::vector<uint64_t> y;
+    uint32_t group = 0;  // its series: y[group]
     RawSite raw;
     int32_t device = 0;
     std::vector<Frame> stack;
   };
   std::map<std::tuple<std::string, uint8_t, uint8_t, bool>, Site> sites;
+  const std::vector<bool> varies = varying_sites(sampler);
+  std::vector<uint32_t> group_of_raw(varies.size(), kNoGroup);
   const std::vector<RawSite>& raws = replay.sites();
-  for (uint32_t i = 0; i < raws.size(); ++i) {
+  for (uint32_t i = 0; i < raws.size() && i < varies.size(); ++i) {
     const RawSite& r = raws[i];
     if (!is_memory_kind(r.kind)) continue;
     // The allocator's cache grows with the tensors in it: the tensor sites are the finding.
     if (has_torch && !r.torch_block && (r.api == Api::kCudaMalloc || r.api == Api::kCuMemCreate)) continue;
-    std::vector<uint64_t> y = sampler.series(i);
-    if (std::all_of(y.begin(), y.end(), [&](uint64_t v) { return v == y.front(); })) continue;
+    if (!varies[i]) continue;  // a constant series adds nothing to find
     const std::vector<Frame>& frames = stacks.frames(r.stack_id);
     auto [it, inserted] = sites.try_emplace({StackView::stable_key(frames), static_cast<uint8_t>(r.api),
                                              static_cast<uint8_t>(r.kind), r.torch_block});
     Site& s = it->second;
     if (inserted) {
-      s.y.assign(y.size(), 0);
+      s.group = static_cast<uint32_t>(sites.size() - 1);
       s.raw = r;
       s.device = replay.site_device(i);
       s.stack = frames;
     } else if (s.device != replay.site_device(i)) {
       s.device = -1;
     }
-    for (size_t j = 0; j < y.size(); ++j) s.y[j] += y[j];
+    group_of_raw[i] = s.group;
   }
+  const std::vector<std::vector<uint64_t>> y = group_series(sampler, group_of_raw, sites.size());
 
   std::vector<Growth> out;
   for (auto& [key, s] : sites) {
     // Growth ends higher than where its fit starts (after the warm-up, TrendFit's first_bytes):
     // checked before the O(n^2) fit, which a site that does not rise never needs.
-    const size_t warmup = trend_warmup(s.y.size());
-    if (s.y.size() <= warmup || s.y.back() <= s.y[warmup]) continue;
-    TrendFit f = fit_trend(x, s.y);
+    const std::vector<uint64_t>& sy = y[s.group];
+    const size_t warmup = trend_warmup(sy.size());
+    if (sy.size() <= warmup || sy.back() <= sy[warmup]) continue;
+    TrendFit f = fit_trend(x, sy);
     if (f.points == 0 || f.slope < 1.0 || f.confidence < kMinGrowthConfidence) continue;
     Growth g;
     g.id = site_id_of(std::get<0>(key), s.raw.api, s.raw.torch_block);

@@ -3,6 +3,7 @@
 // last boundary that the point covers, exactly as sampling every site at every boundary would.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -61,6 +62,20 @@ TEST(SiteSampler, SeriesMatchSamplingEverySiteAtEveryBoundary) {
             << "seed " << seed << " site " << site << " pass " << pass;
     }
     EXPECT_EQ(sampler.sites(), live.size());
+    // for_each_value, in point order, with each value holding from its point on: the same series.
+    ASSERT_EQ(sampler.point_count(), points.size());
+    std::vector<std::vector<uint64_t>> rebuilt(sampler.sites(),
+                                               std::vector<uint64_t>(points.size()));
+    size_t previous_point = 0;
+    sampler.for_each_value([&](uint32_t site, size_t point, uint64_t bytes) {
+      ASSERT_GE(point, previous_point);
+      ASSERT_LT(point, points.size());
+      previous_point = point;
+      std::fill(rebuilt[site].begin() + static_cast<std::ptrdiff_t>(point), rebuilt[site].end(),
+                bytes);
+    });
+    for (uint32_t site = 0; site < sampler.sites(); ++site)
+      ASSERT_EQ(rebuilt[site], sampler.series(site)) << "seed " << seed << " site " << site;
   }
 }
 

@@ -36,8 +36,15 @@ class SiteSampler {
   uint64_t stride() const { return k_; }
   // The boundaries kept (every stride-th, and the last one), increasing.
   std::vector<uint64_t> points() const;
+  // How many points() there are.
+  size_t point_count() const { return static_cast<size_t>(last_ / k_ + (last_ % k_ ? 1 : 0)); }
   // A site's live bytes at each of points() (0 before it was first sampled).
   std::vector<uint64_t> series(uint32_t site) const;
+  // Every value in the order of the log (by point): f(site, point, bytes) says the site holds
+  // bytes from points()[point] on, until its next value (a later value at the same point replaces
+  // it). One sequential pass for all sites, where series() per site reads values lying far apart.
+  template <typename F>
+  void for_each_value(F&& f) const;
   // One more than the highest site sampled.
   size_t sites() const { return sites_; }
 
@@ -49,6 +56,9 @@ class SiteSampler {
   };
   static constexpr uint32_t kNoEntry = UINT32_MAX;
   void thin(uint64_t new_stride);
+  // The first point a value tagged `tag` holds at: points()[i] shows the values tagged up to
+  // (i + 1) * stride (the last boundary: up to the next multiple).
+  uint64_t point_of(uint64_t tag) const { return tag == 0 ? 0 : (tag - 1) / k_; }
 
   uint64_t max_points_;
   uint64_t k_ = 1;
@@ -62,6 +72,16 @@ class SiteSampler {
   std::vector<uint32_t> by_site_start_;  // finish(): site s's entries are by_site_[start[s]..start[s+1])
   std::vector<uint32_t> by_site_;
 };
+
+template <typename F>
+void SiteSampler::for_each_value(F&& f) const {
+  const size_t n_points = point_count();
+  std::vector<uint64_t> point_of_group(tags_.size());  // a divide per group, not per value
+  for (size_t g = 0; g < tags_.size(); ++g) point_of_group[g] = point_of(tags_[g]);
+  for (const Entry& e : log_)
+    if (const uint64_t point = point_of_group[e.group]; point < n_points)
+      f(e.site, static_cast<size_t>(point), e.bytes);
+}
 
 // One growth fit: x = boundary indices, y = live bytes.
 struct TrendFit {
