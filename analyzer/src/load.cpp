@@ -359,6 +359,8 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
   uint64_t released = 0, release_checked = 0;
   constexpr uint64_t kReleaseEvery = 32ull << 20;
   constexpr uint64_t kReadAhead = 16 << 10;
+  constexpr uint64_t kTouchEvery = 64 << 10, kTouchAhead = 256 << 10;
+  uint64_t touched = 0;
   fmtr::RawRecord raw;
   for (;;) {
     if (!in_order) return false;
@@ -377,6 +379,16 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
     // The hardware's prefetcher stops at each 4 KiB page of the mapping: reading ahead across
     // pages by hand keeps the sequential read from stalling on memory (~10 % of a load).
     __builtin_prefetch(bytes.data() + std::min<uint64_t>(reader.offset() + kReadAhead, bytes.size() - 1));
+    // A prefetch of a page not mapped yet does nothing, and the kernel maps a file 64 KiB per
+    // fault: one byte read well ahead, once per 64 KiB, takes the fault there, so the prefetches
+    // above find their pages mapped (50 M trace: 3.25 -> 3.10 s).
+    if (reader.offset() >= touched) {
+      touched = reader.offset() + kTouchEvery;
+      if (touched + kTouchAhead < bytes.size()) {
+        volatile uint8_t sink = bytes[touched + kTouchAhead];
+        (void)sink;
+      }
+    }
     fmtr::ReadStatus st = reader.next(raw);
     if (st == fmtr::ReadStatus::kEnd) break;
     if (st == fmtr::ReadStatus::kTruncated) {
