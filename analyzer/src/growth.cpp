@@ -14,8 +14,6 @@ uint64_t round_up(uint64_t v, uint64_t k) { return (v + k - 1) / k * k; }
 void SiteSampler::boundary(uint64_t index, const std::vector<uint64_t>& live_by_site) {
   if (index <= last_) return;
   last_ = index;
-  by_site_start_.clear();  // the index no longer covers the log
-  by_site_.clear();
   const uint64_t tag = round_up(index, k_);
   if (!dirty_.empty() && (tags_.empty() || tags_.back() != tag)) tags_.push_back(tag);
   const auto group = static_cast<uint32_t>(tags_.size() - 1);
@@ -68,15 +66,6 @@ void SiteSampler::thin(uint64_t new_stride) {
   log_.resize(out);
 }
 
-void SiteSampler::finish() {
-  by_site_start_.assign(sites_ + 1, 0);
-  for (const Entry& e : log_) ++by_site_start_[e.site + 1];
-  for (size_t s = 1; s <= sites_; ++s) by_site_start_[s] += by_site_start_[s - 1];
-  by_site_.resize(log_.size());
-  std::vector<uint32_t> next(by_site_start_.begin(), by_site_start_.end() - 1);
-  for (size_t i = 0; i < log_.size(); ++i) by_site_[next[log_[i].site]++] = static_cast<uint32_t>(i);
-}
-
 std::vector<uint64_t> SiteSampler::points() const {
   std::vector<uint64_t> x;
   for (uint64_t b = k_; b <= last_; b += k_) x.push_back(b);
@@ -88,19 +77,11 @@ std::vector<uint64_t> SiteSampler::series(uint32_t site) const {
   std::vector<uint64_t> x = points();
   std::vector<uint64_t> y(x.size(), 0);
   if (site >= sites_) return y;
-  // The site's entries in tag order: from the index, or (not finished) by a scan of the log.
-  std::vector<uint32_t> scanned;
-  const uint32_t* v = nullptr;
-  size_t n = 0;
-  if (!by_site_start_.empty()) {
-    v = by_site_.data() + by_site_start_[site];
-    n = by_site_start_[site + 1] - by_site_start_[site];
-  } else {
-    for (size_t i = 0; i < log_.size(); ++i)
-      if (log_[i].site == site) scanned.push_back(static_cast<uint32_t>(i));
-    v = scanned.data();
-    n = scanned.size();
-  }
+  // The site's entries in tag order: a scan of the log (for_each_value reads every site at once).
+  std::vector<uint32_t> v;
+  for (size_t i = 0; i < log_.size(); ++i)
+    if (log_[i].site == site) v.push_back(static_cast<uint32_t>(i));
+  const size_t n = v.size();
   size_t j = 0;
   uint64_t value = 0;
   for (size_t i = 0; i < x.size(); ++i) {

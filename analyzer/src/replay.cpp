@@ -160,7 +160,6 @@ void Replay::tick(uint64_t time_ns) {
 SiteSampler Replay::time_samples_closed() const {
   SiteSampler s = time_sampler_;
   s.boundary(time_tick_ + 1, site_live_);
-  s.finish();
   return s;
 }
 

@@ -16,7 +16,7 @@ namespace gpumemshim::analyzer {
 // boundaries exist, only every k-th is kept (k doubles), so a site holds at most max_points
 // values however long the run. The values are kept in one log in boundary order (a boundary
 // appends to the end: one sequential write per site, where a vector per site cost two cache
-// misses each), grouped by site for series() once, by finish().
+// misses each), read by for_each_value in one pass.
 class SiteSampler {
  public:
   explicit SiteSampler(uint64_t max_points) : max_points_(max_points) {}
@@ -30,15 +30,13 @@ class SiteSampler {
   }
   // Boundary `index` (increasing, from 1) is reached: live_by_site holds every site's bytes now.
   void boundary(uint64_t index, const std::vector<uint64_t>& live_by_site);
-  // After the last boundary: indexes the log by site (series() works without, scanning the log).
-  void finish();
   uint64_t last_boundary() const { return last_; }
   uint64_t stride() const { return k_; }
   // The boundaries kept (every stride-th, and the last one), increasing.
   std::vector<uint64_t> points() const;
   // How many points() there are.
   size_t point_count() const { return static_cast<size_t>(last_ / k_ + (last_ % k_ ? 1 : 0)); }
-  // A site's live bytes at each of points() (0 before it was first sampled).
+  // A site's live bytes at each of points() (0 before it was first sampled); a scan of the log.
   std::vector<uint64_t> series(uint32_t site) const;
   // Every value in the order of the log (by point): f(site, point, bytes) says the site holds
   // bytes from points()[point] on, until its next value (a later value at the same point replaces
@@ -69,8 +67,6 @@ class SiteSampler {
   std::vector<Entry> log_;           // by group; a site at most once per group
   std::vector<uint32_t> last_entry_; // by site: its latest entry in log_ (kNoEntry: none)
   size_t sites_ = 0;
-  std::vector<uint32_t> by_site_start_;  // finish(): site s's entries are by_site_[start[s]..start[s+1])
-  std::vector<uint32_t> by_site_;
 };
 
 template <typename F>

@@ -120,10 +120,7 @@ class Replay {
     if (t > last_time_ns_) last_time_ns_ = t;
   }
   // After the last event.
-  void finish() {
-    timeline_.finish();
-    step_sampler_.finish();
-  }
+  void finish() { timeline_.finish(); }
 
   const Summary& summary() const { return summary_; }
   const std::vector<FailureEvent>& failures() const { return failures_; }
