@@ -53,25 +53,23 @@ uint32_t Replay::add_site(const RawSite& s, int32_t device) {
   site_device_.push_back(device);
   site_peak_.push_back(0);
   if (2 * sites_.size() > site_slots_.size()) grow_site_slots();
-  const uint32_t tag = site_tag(s);
-  const size_t mask = site_slots_.size() - 1;
-  size_t i = site_slot_home(s.stack_id, tag);
-  while (site_slots_[i].tag != 0) i = (i + 1) & mask;
-  site_slots_[i] = SiteSlot{s.stack_id, tag, site};
+  place_site_slot(SiteSlot{s.stack_id, site_tag(s), site});
   return site;
+}
+
+void Replay::place_site_slot(const SiteSlot& slot) {
+  const size_t mask = site_slots_.size() - 1;
+  size_t i = site_slot_home(slot.stack_id, slot.tag);
+  while (site_slots_[i].tag != 0) i = (i + 1) & mask;
+  site_slots_[i] = slot;
 }
 
 void Replay::grow_site_slots() {
   std::vector<SiteSlot> old = std::move(site_slots_);
   site_slots_.assign(old.size() * 2, SiteSlot{});
   --site_slot_shift_;
-  const size_t mask = site_slots_.size() - 1;
-  for (const SiteSlot& slot : old) {
-    if (slot.tag == 0) continue;
-    size_t i = site_slot_home(slot.stack_id, slot.tag);
-    while (site_slots_[i].tag != 0) i = (i + 1) & mask;
-    site_slots_[i] = slot;
-  }
+  for (const SiteSlot& slot : old)
+    if (slot.tag != 0) place_site_slot(slot);
 }
 
 void Replay::site_seen(uint32_t site, SiteHot& hot) {

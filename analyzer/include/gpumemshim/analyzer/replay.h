@@ -160,12 +160,10 @@ class Replay {
     return !sites_[site].torch_block && is_device_memory_kind(sites_[site].kind);
   }
   const TimelineSampler& timeline_samples() const { return timeline_; }
-  uint64_t site_peak(uint32_t site) const {
-    return site_peak_[site];
-  }  // its own highest live bytes
-  const std::vector<uint64_t>& step_times() const {
-    return step_times_;
-  }  // the first kMaxStepTimes
+  // A site's own highest live bytes.
+  uint64_t site_peak(uint32_t site) const { return site_peak_[site]; }
+  // The times of the first kMaxStepTimes steps.
+  const std::vector<uint64_t>& step_times() const { return step_times_; }
   static constexpr size_t kMaxStepTimes = 10000;
   uint64_t torch_reserved_bytes() const;  // now, over all devices
   uint64_t torch_allocated_bytes() const;
@@ -201,6 +199,7 @@ class Replay {
   size_t site_slot_home(uint64_t stack_id, uint32_t tag) const {
     return static_cast<size_t>((stack_id * 0x9E3779B97F4A7C15ull ^ tag) >> site_slot_shift_);
   }
+  void place_site_slot(const SiteSlot& slot);  // into the first free slot from its home
   void grow_site_slots();
   int site_slot_shift_ = 64 - 12;
   std::vector<SiteSlot> site_slots_ = std::vector<SiteSlot>(size_t{1} << 12);
@@ -289,10 +288,8 @@ class Replay {
   std::vector<DeviceMemoryTrack> devices_;
   std::vector<OomEvent> ooms_;
 
-  struct AddressHash {
-    size_t operator()(uint64_t a) const noexcept {
-      return static_cast<size_t>(a);
-    }  // FlatMap mixes
+  struct AddressHash {  // FlatMap mixes the bits itself
+    size_t operator()(uint64_t a) const noexcept { return static_cast<size_t>(a); }
   };
   // Live allocations by address, one table per address class (address_key.h): 16-byte index
   // slots, where a (address, class) key made them 24.
