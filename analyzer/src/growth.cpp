@@ -11,31 +11,53 @@ namespace {
 uint64_t round_up(uint64_t v, uint64_t k) { return (v + k - 1) / k * k; }
 }  // namespace
 
-void SiteSampler::boundary(uint64_t index, const std::vector<uint64_t>& live_by_site) {
+void SiteSampler::boundary(uint64_t index, const std::vector<uint64_t>& live_by_site,
+                           uint64_t changes_so_far) {
   if (index <= last_) return;
   last_ = index;
+  const uint64_t changes = changes_so_far - std::min(changes_so_far, changes_at_last_);
+  changes_at_last_ = changes_so_far;
   const uint64_t tag = round_up(index, k_);
-  if (!dirty_.empty() && (tags_.empty() || tags_.back() != tag)) tags_.push_back(tag);
-  const auto group = static_cast<uint32_t>(tags_.size() - 1);
-  for (uint32_t site : dirty_) {
-    dirty_flag_[site] = 0;
-    if (site >= last_entry_.size()) {
-      last_entry_.resize(site + 1, kNoEntry);
-      sites_ = last_entry_.size();
+  // A site whose bytes equal its last value writes nothing: its series already shows them.
+  if (scan_) {
+    sites_ = std::max(sites_, live_by_site.size());
+    if (last_value_.size() < sites_) last_value_.resize(sites_, 0);
+    for (size_t site = 0; site < live_by_site.size(); ++site) {
+      if (live_by_site[site] == last_value_[site]) continue;
+      write(static_cast<uint32_t>(site), live_by_site[site], tag);
     }
-    uint32_t& e = last_entry_[site];
-    // A value for this tag already: the later one holds.
-    if (e != kNoEntry && log_[e].group == group) {
-      log_[e].bytes = live_by_site[site];
-    } else {
-      e = static_cast<uint32_t>(log_.size());
-      log_.push_back(Entry{live_by_site[site], site, group});
+  } else {
+    for (uint32_t site : dirty_) {
+      dirty_flag_[site] = 0;
+      if (site >= sites_) {
+        sites_ = site + size_t{1};
+        last_value_.resize(sites_, 0);
+      }
+      if (live_by_site[site] != last_value_[site]) write(site, live_by_site[site], tag);
     }
+    dirty_.clear();
   }
-  dirty_.clear();
+  // Comparing a site costs less than half of what a touch costs its change (a check on every
+  // change, a call for the first of each site): scan when changes come at least half as often.
+  scan_ = sites_ > 0 && sites_ <= 2 * changes;
   uint64_t k = k_;
   while (last_ / k > max_points_) k *= 2;
   if (k != k_) thin(k);
+}
+
+void SiteSampler::write(uint32_t site, uint64_t bytes, uint64_t tag) {
+  last_value_[site] = bytes;
+  if (tags_.empty() || tags_.back() != tag) tags_.push_back(tag);
+  const auto group = static_cast<uint32_t>(tags_.size() - 1);
+  if (site >= last_entry_.size()) last_entry_.resize(sites_, kNoEntry);
+  uint32_t& e = last_entry_[site];
+  // A value for this tag already: the later one holds.
+  if (e != kNoEntry && log_[e].group == group) {
+    log_[e].bytes = bytes;
+  } else {
+    e = static_cast<uint32_t>(log_.size());
+    log_.push_back(Entry{bytes, site, group});
+  }
 }
 
 // A value tagged t holds from kept boundary t on; with a coarser stride it holds from the next

@@ -81,7 +81,8 @@ void Replay::site_seen(uint32_t site, SiteHot& hot) {
 void Replay::site_add(uint32_t site, uint64_t bytes) {
   peak_sites_.before_change(site, site_live_);
   SiteHot& hot = site_hot_[site];
-  if (hot.stamp != stamp_) site_seen(site, hot);
+  if (touching_ && hot.stamp != stamp_) site_seen(site, hot);
+  ++site_changes_;
   uint64_t now = site_live_[site] += bytes;
   site_peak_[site] = std::max(site_peak_[site], now);
   if (hot.timeline) {
@@ -94,7 +95,8 @@ void Replay::site_add(uint32_t site, uint64_t bytes) {
 void Replay::site_sub(uint32_t site, uint64_t bytes) {
   peak_sites_.before_change(site, site_live_);
   SiteHot& hot = site_hot_[site];
-  if (hot.stamp != stamp_) site_seen(site, hot);
+  if (touching_ && hot.stamp != stamp_) site_seen(site, hot);
+  ++site_changes_;
   uint64_t now = site_live_[site] -= bytes;
   if (hot.timeline) {
     timeline_.site_changed(site, now);
@@ -149,7 +151,7 @@ void Replay::tick(uint64_t time_ns) {
   const uint64_t next = time_ns / kTimeTickNs;
   const uint64_t k = time_sampler_.stride();
   if ((time_tick_ + 1 + k - 1) / k != (next + 1 + k - 1) / k) {
-    time_sampler_.boundary(time_tick_ + 1, site_live_);
+    time_sampler_.boundary(time_tick_ + 1, site_live_, site_changes_);
     new_stamp();
   }
   time_tick_ = next;
@@ -157,7 +159,7 @@ void Replay::tick(uint64_t time_ns) {
 
 SiteSampler Replay::time_samples_closed() const {
   SiteSampler s = time_sampler_;
-  s.boundary(time_tick_ + 1, site_live_);
+  s.boundary(time_tick_ + 1, site_live_, site_changes_);
   return s;
 }
 
@@ -276,7 +278,7 @@ void Replay::marker(const format::MarkerRecord& r) {
       ++summary_.steps;
       if (step_times_.size() < kMaxStepTimes) step_times_.push_back(r.time_ns);
       in_step_ = torch_in_step_ = 0;  // what is live now was made in earlier steps
-      step_sampler_.boundary(summary_.steps, site_live_);
+      step_sampler_.boundary(summary_.steps, site_live_, site_changes_);
       new_stamp();
       break;
     case format::MarkerKind::kRangePush:

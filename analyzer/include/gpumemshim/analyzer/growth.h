@@ -11,8 +11,12 @@
 namespace gpumemshim::analyzer {
 
 // Live bytes per raw site (an index the replay hands out) at numbered boundaries 1, 2, 3, ...
-// Only sites touched since the previous boundary are written at a boundary, so sampling costs
-// O(events), not O(sites x boundaries). Memory stays bounded: once more than max_points
+// A boundary writes the sites whose bytes differ from the value they last wrote. It finds them one
+// of two ways, whichever the last boundary showed cheaper: when few sites change between
+// boundaries, the caller touches each site it changes and only those are read, so sampling costs
+// O(events), not O(sites x boundaries); when the caller changed sites at least half as many times
+// as there are sites since the last boundary, touching would cost more than comparing every site,
+// so the sampler stops asking for touches (wants_touches) and compares instead. Memory stays bounded: once more than max_points
 // boundaries exist, only every k-th is kept (k doubles), so a site holds at most max_points
 // values however long the run. The values are kept in one log in boundary order (a boundary
 // appends to the end: one sequential write per site, where a vector per site cost two cache
@@ -20,16 +24,23 @@ namespace gpumemshim::analyzer {
 class SiteSampler {
  public:
   explicit SiteSampler(uint64_t max_points) : max_points_(max_points) {}
-  // The site's live bytes changed since the last boundary.
+  // Whether boundary() needs touch() for every site changed since the previous boundary (else it
+  // compares every site's bytes).
+  bool wants_touches() const { return !scan_; }
+  // The site's live bytes changed since the last boundary (ignored while !wants_touches()).
   void touch(uint32_t site) {
+    if (scan_) return;
     if (site >= dirty_flag_.size()) dirty_flag_.resize(site + 1, 0);
     if (!dirty_flag_[site]) {
       dirty_flag_[site] = 1;
       dirty_.push_back(site);
     }
   }
-  // Boundary `index` (increasing, from 1) is reached: live_by_site holds every site's bytes now.
-  void boundary(uint64_t index, const std::vector<uint64_t>& live_by_site);
+  // Boundary `index` (increasing, from 1) is reached: live_by_site holds every site's bytes now,
+  // changes_so_far counts the caller's changes of any site's bytes so far (for the choice between
+  // touches and comparing; 0 keeps asking for touches).
+  void boundary(uint64_t index, const std::vector<uint64_t>& live_by_site,
+                uint64_t changes_so_far = 0);
   uint64_t last_boundary() const { return last_; }
   uint64_t stride() const { return k_; }
   // The boundaries kept (every stride-th, and the last one), increasing.
@@ -54,6 +65,7 @@ class SiteSampler {
   };
   static constexpr uint32_t kNoEntry = UINT32_MAX;
   void thin(uint64_t new_stride);
+  void write(uint32_t site, uint64_t bytes, uint64_t tag);  // the site's value at this boundary
   // The first point a value tagged `tag` holds at: points()[i] shows the values tagged up to
   // (i + 1) * stride (the last boundary: up to the next multiple).
   uint64_t point_of(uint64_t tag) const { return tag == 0 ? 0 : (tag - 1) / k_; }
@@ -66,6 +78,9 @@ class SiteSampler {
   std::vector<uint64_t> tags_;       // increasing
   std::vector<Entry> log_;           // by group; a site at most once per group
   std::vector<uint32_t> last_entry_; // by site: its latest entry in log_ (kNoEntry: none)
+  std::vector<uint64_t> last_value_;  // by site: the value its series shows now (0: none yet)
+  bool scan_ = false;                 // the next boundary compares every site (wants_touches)
+  uint64_t changes_at_last_ = 0;      // changes_so_far at the last boundary
   size_t sites_ = 0;
 };
 

@@ -205,16 +205,21 @@ class Replay {
   std::vector<SiteSlot> site_slots_ = std::vector<SiteSlot>(size_t{1} << 12);
   void site_add(uint32_t site, uint64_t bytes);
   void site_sub(uint32_t site, uint64_t bytes);
-  // What every change of a site's bytes reads besides the bytes, side by side. Both samplers only
-  // need to see a site once after each of their boundaries: they are behind one stamp, bumped at
-  // either's boundary, so a site's change costs one comparison until the next. (The peak tracker
-  // logs every change instead: peaks come far more often than boundaries.)
+  // What every change of a site's bytes reads besides the bytes, side by side. A sampler that
+  // wants touches only needs to see a site once after each of its boundaries: both are behind one
+  // stamp, bumped at either's boundary, so a site's change costs one comparison until the next, and
+  // none while neither wants touches (touching_). (The peak tracker logs every change instead:
+  // peaks come far more often than boundaries.)
   struct SiteHot {
     uint64_t stamp = 0;           // stamp_ when the trackers last saw the site
     uint32_t group = UINT32_MAX;  // set_site_groups' group, UINT32_MAX: none
     bool timeline = false;        // is_timeline_site
   };
-  void new_stamp() { ++stamp_; }
+  // After either sampler's boundary: every site is unseen again, and either may now want touches.
+  void new_stamp() {
+    ++stamp_;
+    touching_ = step_sampler_.wants_touches() || time_sampler_.wants_touches();
+  }
   [[gnu::noinline]] void site_seen(uint32_t site, SiteHot& hot);
   // Every timed event passes here first: the time, and the time buckets it closes.
   void at(uint64_t time_ns) {
@@ -257,6 +262,8 @@ class Replay {
   std::vector<RawSite> sites_;
   std::vector<SiteHot> site_hot_;
   uint64_t stamp_ = 1;
+  bool touching_ = true;     // a sampler wants touches (SiteSampler::wants_touches)
+  uint64_t site_changes_ = 0;  // site_add and site_sub calls so far (for the samplers)
   std::vector<uint64_t> site_live_;
   std::vector<int32_t> site_device_;
   std::vector<uint64_t> site_peak_;
