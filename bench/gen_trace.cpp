@@ -1,11 +1,13 @@
 // Writes a realistic N-event trace with the project's encoder, for the analyzer throughput
 // benchmark (bench/analyzer_throughput.sh): many threads allocating and freeing with a bounded live
 // set each, a few thousand distinct stacks (a skewed mix: a few hot sites, a long tail), addresses
-// reused after their free, step markers, a few leaks, and the file order the shim produces (each
-// thread's records in per-thread batches, so time is out of order across threads within a flush).
+// reused after their free, step markers, a few leaks, and the file order the shim produces: each
+// flush holds the records made by its cut, merged by time across threads with the shim's own code
+// (shim/record/flush_order.h), and now and then a thread's last record before a cut lands in the
+// next flush (a straggler: made just before the cut, buffered just after its ring was taken).
 //
 //   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch]
-//             [--no-flush-marks] [--format-1]
+//             [--no-flush-marks] [--format-1] [--thread-batches]
 //
 // The trace is format 2.0 (the hot records' fixed layout, as the shim writes); --format-1 writes the
 // same events as a 1.1 trace (varint hot records, a 1.1 header), for comparing the two.
@@ -13,6 +15,8 @@
 // --no-flush-marks leaves them out (a trace as the shim wrote before).
 // --torch: the allocations and frees are PyTorch caching-allocator tensor events (TorchEvent alloc /
 // free_completed, as the bridge writes them) instead of cudaMalloc/cudaFree.
+// --thread-batches: the file order of shims before the ordered flush: each flush is the threads'
+// batches one after the other, so time is out of order across threads within a flush (same events).
 // --twin-stacks: the second half of the stacks repeat the first half's frames under other ids (as
 // when one line is reached through different shim frames or Python callers): their call sites
 // then group two raw stacks each, and the timeline needs the peaks of their sums.
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "gpumemshim/format/encoder.h"
+#include "record/flush_order.h"
 
 namespace gf = gpumemshim::format;
 
@@ -101,6 +106,8 @@ struct Thread {
   uint64_t tid;
   std::vector<Live> live;
   std::vector<uint8_t> pending;  // encoded records not yet "flushed" to the file
+  size_t last_record = 0;        // where the last record in `pending` begins
+  size_t held = 0;               // bytes of `pending` held over from the last flush (a straggler)
 };
 
 uint64_t arg_u64(int& i, int argc, char** argv) {
@@ -115,7 +122,7 @@ uint64_t arg_u64(int& i, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch] [--no-flush-marks] [--format-1]\n");
+    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch] [--no-flush-marks] [--format-1] [--thread-batches]\n");
     return 2;
   }
   const char* path = argv[1];
@@ -126,6 +133,7 @@ int main(int argc, char** argv) {
   bool twins = false;
   bool torch = false;
   bool marks = true;
+  bool thread_batches = false;
   gf::Version version = gf::kVersion;  // --format-1: a 1.1 trace
   for (int i = 3; i < argc; ++i) {
     std::string_view a = argv[i];
@@ -137,6 +145,7 @@ int main(int argc, char** argv) {
     else if (a == "--twin-stacks") twins = true;
     else if (a == "--torch") torch = true;
     else if (a == "--no-flush-marks") marks = false;
+    else if (a == "--thread-batches") thread_batches = true;
     else if (a == "--format-1") version = gf::kVersion1_1;
     else {
       std::fprintf(stderr, "gen_trace: unknown option %s\n", argv[i]);
@@ -144,6 +153,7 @@ int main(int argc, char** argv) {
     }
   }
   if (threads == 0 || stacks == 0) return 2;
+  if (version.major < 2) thread_batches = true;  // shims of format 1.x wrote thread batches
   Rng rng{seed * 0x9E3779B97F4A7C15ull + 1};
   Out out(path, version);
   out.header();
@@ -180,15 +190,42 @@ int main(int argc, char** argv) {
   uint8_t rec[256];
   auto emit = [&](Thread& t, const auto& r) {
     size_t n = gf::encode_for(version, rec, sizeof rec, r);
+    t.last_record = t.pending.size();
     t.pending.insert(t.pending.end(), rec, rec + n);
   };
   // The shim drains every thread's ring each 50 ms: file order is per-thread batches.
   constexpr uint64_t kFlushEvery = 1 << 16;
   uint64_t time = 0, written = 0, leaks = 0, step = 0;
-  auto flush_all = [&] {
-    for (Thread& t : ts) {
-      out.raw(t.pending.data(), t.pending.size());
-      t.pending.clear();
+  // Its own stream: the events are the same with --thread-batches.
+  Rng straggle_rng{seed * 0x9E3779B97F4A7C15ull + 2};
+  std::vector<gpumemshim::shim::ThreadBatch> batches(threads);
+  std::vector<gpumemshim::shim::MergeCursor> cursors(threads);
+  std::vector<uint8_t> merged;
+  auto flush_all = [&](bool last) {
+    if (thread_batches) {
+      for (Thread& t : ts) {
+        out.raw(t.pending.data(), t.pending.size());
+        t.pending.clear();
+      }
+    } else {
+      size_t total = 0;
+      for (size_t i = 0; i < ts.size(); ++i) {
+        Thread& t = ts[i];
+        // One batch in eight holds its last record back, if it was made since the last flush.
+        const bool straggles = !last && t.pending.size() > t.held && straggle_rng.below(8) == 0;
+        batches[i] = {t.pending.data(), straggles ? t.last_record : t.pending.size()};
+        total += batches[i].size;
+      }
+      merged.resize(total);
+      out.raw(merged.data(), gpumemshim::shim::merge_by_time(batches.data(), ts.size(),
+                                                             cursors.data(), merged.data()));
+      for (size_t i = 0; i < ts.size(); ++i) {
+        Thread& t = ts[i];
+        auto taken = t.pending.begin() + static_cast<std::ptrdiff_t>(batches[i].size);
+        t.pending.erase(t.pending.begin(), taken);
+        t.held = t.pending.size();
+        t.last_record = 0;
+      }
     }
     if (marks) out.put(gf::FlushRecord{time});  // the flusher's clock: after every record it drained
   };
@@ -237,9 +274,9 @@ int main(int argc, char** argv) {
       if (rng.below(1000) == 0) ++leaks;  // never freed: a leak
       else t.live.push_back(Live{address, s, size});
     }
-    if (++written % kFlushEvery == 0) flush_all();
+    if (++written % kFlushEvery == 0) flush_all(false);
   }
-  flush_all();
+  flush_all(true);
   out.put(gf::EndRecord{time + 1000});
   std::fprintf(stderr, "gen_trace: %llu events (%llu steps, %llu leaked allocations), %llu threads, %llu stacks -> %s\n",
                static_cast<unsigned long long>(written), static_cast<unsigned long long>(step),

@@ -1,5 +1,6 @@
 #include "recorder.h"
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include "../stack/native_stack.h"
 #include "../stack/python_stack.h"
 #include "clock.h"
+#include "flush_order.h"
 #include "gpumemshim/format/encoder.h"
 #include "thread_state.h"
 #include "trace_file.h"
@@ -62,19 +64,129 @@ bool drain_all() {
   return any;
 }
 
-void* flusher_main(void*) {
-  for (;;) {
-    timespec ts{0, kFlushIntervalNs};
-    while (nanosleep(&ts, &ts) != 0) {
+// The flusher's ordered flush (flush_order.h). Its buffers are mmap'ed on first use and grown by
+// doubling up to kOrderedMaxBytes; a ring that would not fit is drained as it is, unordered.
+constexpr size_t kOrderedMaxBytes = size_t{64} << 20;
+struct OrderedFlush {
+  uint8_t* staged = nullptr;  // the taken rings' pending bytes, one after the other
+  uint8_t* merged = nullptr;  // what is written
+  size_t capacity = 0;        // of each
+  ThreadState* taken[kMaxThreads];
+  size_t offset[kMaxThreads];
+  ThreadBatch batches[kMaxThreads];
+  MergeCursor cursors[kMaxThreads];
+};
+OrderedFlush g_ordered;
+// g_ordered's owner: the flusher, or exit and exec writing everything (never a hook).
+std::atomic_flag g_ordered_busy = ATOMIC_FLAG_INIT;
+
+void* grow_mapping(void* old, size_t old_size, size_t size) {
+  void* p = old ? mremap(old, old_size, size, MREMAP_MAYMOVE)
+                : mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+// Room for `bytes` in both buffers (the staged bytes are kept); false past the cap or out of
+// memory.
+bool reserve_ordered(size_t bytes) {
+  OrderedFlush& o = g_ordered;
+  if (bytes <= o.capacity) return true;
+  if (bytes > kOrderedMaxBytes) return false;
+  size_t cap = o.capacity ? o.capacity : size_t{4} << 20;
+  while (cap < bytes) cap *= 2;
+  void* staged = grow_mapping(o.staged, o.capacity, cap);
+  if (!staged) return false;
+  o.staged = static_cast<uint8_t*>(staged);
+  void* merged = grow_mapping(o.merged, o.capacity, cap);
+  if (!merged) {  // keep both at the old size
+    void* back = mremap(o.staged, cap, o.capacity, 0);
+    (void)back;
+    return false;
+  }
+  o.merged = static_cast<uint8_t*>(merged);
+  o.capacity = cap;
+  return true;
+}
+
+// A periodic flush: from every ring, the records made by `cut`, merged by time, in one write.
+// Returns whether any thread had records. The caller holds g_ordered_busy.
+bool flush_in_time_order(uint64_t cut) {
+  OrderedFlush& o = g_ordered;
+  bool any = false;
+  size_t count = 0, used = 0;
+  for (auto& slot : g_slots) {
+    ThreadState* s = slot.load(std::memory_order_acquire);
+    if (!s || s->ring.empty()) continue;
+    any = true;
+    if (!reserve_ordered(used + Ring::kCapacity)) {
+      s->ring.drain(g_file.fd());
+      continue;
     }
+    s->ring.lock();  // held until what is taken is written
+    size_t take = bytes_made_by(o.staged + used, s->ring.copy_pending(o.staged + used), cut);
+    if (take == 0) {
+      s->ring.unlock();
+      continue;
+    }
+    o.taken[count] = s;
+    o.offset[count] = used;
+    o.batches[count].size = take;
+    ++count;
+    used += take;
+  }
+  for (size_t i = 0; i < count; ++i) o.batches[i].bytes = o.staged + o.offset[i];
+  g_file.write_direct(o.merged, merge_by_time(o.batches, count, o.cursors, o.merged));
+  for (size_t i = 0; i < count; ++i) {
+    o.taken[i]->ring.consume(o.batches[i].size);
+    o.taken[i]->ring.unlock();
+  }
+  return any;
+}
+
+bool flush_in_time_order_now(uint64_t cut) {
+  while (g_ordered_busy.test_and_set(std::memory_order_acquire)) sched_yield();
+  bool any = flush_in_time_order(cut);
+  g_ordered_busy.clear(std::memory_order_release);
+  return any;
+}
+
+// At exit and before exec: everything still buffered, in time order, then whatever did not fit.
+void write_everything() {
+  flush_in_time_order_now(UINT64_MAX);
+  drain_all();
+}
+
+// Bumped (and the flusher woken) when a ring passes kWakeAtBytes: a busy thread's records then
+// go through an ordered flush before its ring fills. A futex word: no lock, one syscall per
+// ~half a ring of records.
+constexpr size_t kWakeAtBytes = Ring::kCapacity / 2;
+std::atomic<uint32_t> g_flush_wakes{0};
+
+void wake_flusher() {
+  g_flush_wakes.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, &g_flush_wakes, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+// Until the next flush is due: kFlushIntervalNs, or sooner when a ring wakes us (a wake that came
+// while we were flushing returns at once: the word changed since `seen`, read before the flush).
+void wait_for_flush(uint32_t seen) {
+  timespec ts{0, kFlushIntervalNs};
+  syscall(SYS_futex, &g_flush_wakes, FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+}
+
+void* flusher_main(void*) {
+  uint32_t seen = g_flush_wakes.load(std::memory_order_acquire);
+  for (;;) {
+    wait_for_flush(seen);
+    seen = g_flush_wakes.load(std::memory_order_acquire);  // a wake from now on: flush again soon
     if (!g_flusher_running.load(std::memory_order_acquire)) return nullptr;
     if (g_status.load(std::memory_order_acquire) != kRecording) continue;
-    // The clock is read before the drains: a record made before it is in this flush or an earlier
-    // one (unless its thread read the clock just before and buffered it just after its drain), so
-    // the analyzer can order everything up to the mark before this one without waiting for more
-    // (a one-thread trace would otherwise be held for the analyzer's whole idle window).
+    // The cut: a record made by it is in this flush or an earlier one (unless its thread read the
+    // clock just before and buffered it just after its ring was taken), so the analyzer can order
+    // everything up to the mark before this one without waiting for more (a one-thread trace
+    // would otherwise be held for the analyzer's whole idle window).
     const uint64_t cut = monotonic_ns() - g_start_mono_ns;
-    if (drain_all()) {
+    if (flush_in_time_order_now(cut)) {
       uint8_t buf[16];
       g_file.write_direct(buf, fmtrec::encode(buf, sizeof buf, fmtrec::FlushRecord{cut}));
     }
@@ -99,7 +211,11 @@ void start_flusher() {
 
 void on_thread_exit(void* p) {
   auto* s = static_cast<ThreadState*>(p);
-  s->ring.drain(g_file.fd());
+  // What it has not written yet goes with the flusher's next ordered flush (the state is never
+  // unmapped and stays in its slot; a thread that claims it appends after it); drained here, it
+  // would land ahead of older records of the other threads. Without a flusher: now.
+  if (!s->registered || !g_flusher_running.load(std::memory_order_acquire))
+    s->ring.drain(g_file.fd());
   t_state = nullptr;
   s->dead.store(true, std::memory_order_release);
 }
@@ -109,6 +225,7 @@ void fork_prepare() {
 }
 
 void fork_child() {
+  g_ordered_busy.clear();  // held by the parent's flusher at fork time, it would never be released
   // Only the forking thread exists in the child; the other states become free for reuse.
   for (auto& slot : g_slots) {
     ThreadState* s = slot.load();
@@ -148,7 +265,7 @@ __attribute__((destructor)) void shim_destructor() {
   if (g_status.load() != kRecording) return;
   g_finalized.store(true);
   g_flusher_running.store(false);
-  drain_all();
+  write_everything();
   uint8_t buf[64];
   fmtrec::EndRecord end{monotonic_ns() - g_start_mono_ns};
   g_file.write_direct(buf, fmtrec::encode(buf, sizeof buf, end));
@@ -225,7 +342,8 @@ inline ThreadState* recording_thread() {
 inline void commit(ThreadState* s, size_t n) {
   if (n == 0) return;  // did not fit the scratch: dropped rather than truncated
   if (!s->ring.has_room(n)) s->ring.drain(g_file.fd());
-  s->ring.append(s->scratch, n);
+  const size_t pending = s->ring.append(s->scratch, n);
+  if (pending >= kWakeAtBytes && pending - n < kWakeAtBytes) [[unlikely]] wake_flusher();
   if (!s->registered || g_finalized.load(std::memory_order_relaxed)) [[unlikely]]
     s->ring.drain(g_file.fd());
 }
@@ -380,6 +498,6 @@ void record_marker(fmtrec::MarkerKind kind, const char* name) {
 
 namespace gpumemshim::shim {
 void flush_all_threads() {
-  if (g_status.load() == kRecording) drain_all();
+  if (g_status.load() == kRecording) write_everything();
 }
 }  // namespace gpumemshim::shim

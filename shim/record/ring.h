@@ -22,23 +22,47 @@ class Ring {
                         tail_.load(std::memory_order_acquire)) >= n;
   }
 
-  // Owner only; the caller checked has_room.
-  void append(const uint8_t* bytes, size_t n) {
+  // Owner only; the caller checked has_room. Returns the bytes pending after it (for waking the
+  // flusher early: a ring that fills before the next flush is drained by its owner, unordered).
+  size_t append(const uint8_t* bytes, size_t n) {
     uint64_t h = head_.load(std::memory_order_relaxed);
     size_t at = static_cast<size_t>(h % kCapacity);
     size_t first = n < kCapacity - at ? n : kCapacity - at;
     std::memcpy(data_ + at, bytes, first);
     std::memcpy(data_, bytes + first, n - first);
     head_.store(h + n, std::memory_order_release);
+    return static_cast<size_t>(h + n - tail_.load(std::memory_order_relaxed));
   }
 
   // Any thread. Writes everything appended so far to fd; returns false if the write failed.
   bool drain(int fd) {
+    lock();
+    bool ok = drain_locked(fd);
+    unlock();
+    return ok;
+  }
+
+  // The flusher's ordered flush (flush_order.h): it locks the rings it takes records from, copies
+  // their pending bytes, writes what it took and only then consumes it and unlocks, so the owner
+  // cannot write newer records of its own (a full ring's drain) ahead of older ones.
+  void lock() {
     while (busy_.test_and_set(std::memory_order_acquire)) {
     }
-    bool ok = drain_locked(fd);
-    busy_.clear(std::memory_order_release);
-    return ok;
+  }
+  void unlock() { busy_.clear(std::memory_order_release); }
+  // Locked. Copies the pending bytes, in order, to dst (room for kCapacity); returns how many.
+  size_t copy_pending(uint8_t* dst) const {
+    uint64_t t = tail_.load(std::memory_order_relaxed);
+    size_t n = static_cast<size_t>(head_.load(std::memory_order_acquire) - t);
+    size_t at = static_cast<size_t>(t % kCapacity);
+    size_t first = n < kCapacity - at ? n : kCapacity - at;
+    std::memcpy(dst, data_ + at, first);
+    std::memcpy(dst + first, data_, n - first);
+    return n;
+  }
+  // Locked. The first n pending bytes (at most what copy_pending returned) are written.
+  void consume(size_t n) {
+    tail_.store(tail_.load(std::memory_order_relaxed) + n, std::memory_order_release);
   }
 
   // After fork, in the child: the parent's pending bytes are the parent's to write, and a drain

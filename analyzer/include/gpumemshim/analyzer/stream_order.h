@@ -21,8 +21,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
+
+#include "gpumemshim/analyzer/flat_map.h"
 
 namespace gpumemshim::analyzer {
 
@@ -89,13 +90,15 @@ class StreamingTimeOrder {
     uint64_t settled = 0;  // `last` when its latest batch began: later flushes come after it
   };
 
+  // A trace the shim wrote in time order switches threads at nearly every event: one flat probe.
   Stream& stream_of(uint64_t id) {
-    auto [it, inserted] = index_.try_emplace(id, static_cast<uint32_t>(streams_.size()));
+    auto [index, inserted] = index_.try_emplace(id);
     if (inserted) {
+      *index = static_cast<uint32_t>(streams_.size());
       streams_.emplace_back();
       batch_ = nullptr;  // streams_ may have moved
     }
-    return streams_[it->second];
+    return streams_[*index];
   }
 
   // Emits what is safe now. Each round reads the whole queue: rounds spaced by at least what
@@ -168,7 +171,7 @@ class StreamingTimeOrder {
     }
     queue_.resize(kept);
     if (n == 0) return;
-    if (!in_order) sort_keys(layout, n);
+    if (!in_order && !insertion_sort_keys(n)) sort_keys(layout, n);
     const uint64_t place_mask = (uint64_t{1} << place_bits) - 1;
     auto event_of = [&](uint64_t key) -> Event {
       if constexpr (kPointerEvents)
@@ -212,6 +215,28 @@ class StreamingTimeOrder {
       return static_cast<size_t>((key >> (place_bits + pass * digit_bits)) & (buckets - 1));
     }
   };
+
+  // A round of a trace the shim wrote in time order (each flush merged by time) holds a few
+  // stragglers, each a short way behind its place: insertion puts them there for less than one
+  // radix pass. Gives up (keys_ still a permutation, count_ still right) past ~n/32 moves.
+  bool insertion_sort_keys(size_t n) {
+    size_t budget = n / 32 + 64;
+    for (size_t i = 1; i < n; ++i) {
+      const uint64_t key = keys_[i];
+      if (key >= keys_[i - 1]) continue;
+      size_t j = i;
+      do {
+        keys_[j] = keys_[j - 1];
+        --j;
+        if (--budget == 0) {
+          keys_[j] = key;
+          return false;
+        }
+      } while (j > 0 && keys_[j - 1] > key);
+      keys_[j] = key;
+    }
+    return true;
+  }
 
   // The first n keys_ (with count_ holding the first pass's counts) in order. Each pass's counts
   // are taken while the previous pass moves the keys.
@@ -264,8 +289,11 @@ class StreamingTimeOrder {
   std::vector<uint64_t> keys_, scratch_;      // a round's ready events (emit)
   std::vector<uint32_t> count_, next_count_;  // a round holds fewer than 2^32 events
   std::vector<Stream> streams_;
-  std::unordered_map<uint64_t, uint32_t> index_;  // stream id -> streams_ index
-  uint64_t batch_stream_ = 0;                     // the stream of the batch being read
+  struct IdHash {  // FlatMap mixes the bits itself
+    size_t operator()(uint64_t id) const noexcept { return static_cast<size_t>(id); }
+  };
+  FlatMap<uint64_t, uint32_t, IdHash> index_;  // stream id -> streams_ index
+  uint64_t batch_stream_ = 0;                  // the stream of the batch being read
   Stream* batch_ = nullptr;
   bool in_batch_ = false;
   uint64_t newest_ = 0;
