@@ -63,11 +63,15 @@ size_t merge_by_time(const ThreadBatch* batches, size_t count, MergeCursor* curs
   size_t n = 0;
   for (size_t i = 0; i < count; ++i) {
     if (batches[i].size == 0) continue;
-    MergeCursor& c = cursors[n++];
-    c.batch = static_cast<uint32_t>(i);
-    c.pos = 0;
-    find_next_timed(batches[i], c);
+    cursors[n].batch = static_cast<uint32_t>(i);
+    cursors[n++].pos = 0;
   }
+  if (n == 1) {  // one thread brought records: nothing to merge
+    const ThreadBatch& b = batches[cursors[0].batch];
+    std::memcpy(out, b.bytes, b.size);
+    return b.size;
+  }
+  for (size_t i = 0; i < n; ++i) find_next_timed(batches[cursors[i].batch], cursors[i]);
   for (size_t i = n / 2; i-- > 0;) sift_down(cursors, n, i);
   size_t written = 0;
   while (n > 0) {

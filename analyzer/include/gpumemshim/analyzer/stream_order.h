@@ -8,7 +8,7 @@
 // idle for longer than kIdleWindowNs is assumed to bring nothing older than (newest - window).
 // Traces of format 1.1 also mark each flush (Flush records, the flusher's clock before it drained):
 // once a mark is read, nothing still to come is older than the mark before it, whatever the
-// streams did. Without marks a one-thread trace waits for the idle window: a whole second of
+// streams did; from the first mark on the streams are no longer followed. Without marks a one-thread trace waits for the idle window: a whole second of
 // events queued.
 //
 // The emitted order is exactly (time, file order), what a stable sort by time gives, whenever
@@ -37,15 +37,18 @@ class StreamingTimeOrder {
   // Queues `e` (of `stream`, at `time`); may call visit(const Event&) for events now safe.
   template <typename Visit>
   [[gnu::always_inline]] bool push(uint64_t stream, uint64_t time, const Event& e, Visit&& visit) {
-    if (time < emitted_time_) return false;       // an earlier event was replayed already
-    if (stream != batch_stream_ || !in_batch_) {  // a new batch of this stream begins
+    if (time < emitted_time_) return false;  // an earlier event was replayed already
+    // A new batch of this stream begins. Once a flush mark was read the marks bound everything:
+    // the streams are no longer followed (the shim's ordered flushes switch threads at nearly
+    // every event).
+    if (!marked_ && (stream != batch_stream_ || !in_batch_)) {
       Stream& s = stream_of(stream);
       s.settled = s.last;
       batch_stream_ = stream;
       batch_ = &s;
       in_batch_ = true;
     }
-    batch_->last = std::max(batch_->last, time);
+    if (!marked_) batch_->last = std::max(batch_->last, time);
     newest_ = std::max(newest_, time);
     if constexpr (kPointerEvents) {
       pointers_in_order_ &= queue_.empty() || e >= queue_.back().event;
@@ -60,6 +63,7 @@ class StreamingTimeOrder {
   // spaced by the queue's size let it grow to four.
   template <typename Visit>
   void flush_mark(uint64_t time, Visit&& visit) {
+    marked_ = true;
     mark_bound_ = std::max(mark_bound_, last_mark_);
     last_mark_ = std::max(last_mark_, time);
     round(visit);
@@ -112,6 +116,7 @@ class StreamingTimeOrder {
   // Events at or before this time cannot be preceded by one still to come.
   uint64_t bound() const {
     uint64_t idle = newest_ > kIdleWindowNs ? newest_ - kIdleWindowNs : 0;
+    if (marked_) return std::max(idle, mark_bound_);  // what the streams give is at least idle
     uint64_t b = UINT64_MAX;
     for (const Stream& s : streams_) b = std::min(b, std::max(s.settled, idle));
     return std::max(b, mark_bound_);
@@ -297,6 +302,7 @@ class StreamingTimeOrder {
   Stream* batch_ = nullptr;
   bool in_batch_ = false;
   uint64_t newest_ = 0;
+  bool marked_ = false;      // a flush mark was read: the marks bound the order, not the streams
   uint64_t last_mark_ = 0;   // the latest flush mark's time
   uint64_t mark_bound_ = 0;  // the one before it: nothing still to come is older
   uint64_t emitted_time_ = 0;
