@@ -10,6 +10,7 @@
 #include "gpumemshim/analyzer/peak_sites.h"
 #include "gpumemshim/analyzer/report.h"
 #include "gpumemshim/analyzer/stack_view.h"
+#include "gpumemshim/analyzer/timeline.h"
 
 namespace gpumemshim::analyzer {
 
@@ -17,16 +18,8 @@ namespace {
 
 using nlohmann::json;
 
-json frame_json(const Frame& f) {
-  return {{"function", f.function}, {"file", f.file},     {"line", f.line},
-          {"module", f.module},     {"python", f.python}, {"inlined", f.inlined},
-          {"pc", fmt::format("{:#x}", f.pc)}};
-}
-
 json stack_json(const std::vector<Frame>& frames) {
-  json a = json::array();
-  for (const Frame& f : frames) a.push_back(frame_json(f));
-  return a;
+  return frames_to_json(frames);
 }
 
 std::string rank_label(const RankEntry& e) {

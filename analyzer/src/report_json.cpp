@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "gpumemshim/analyzer/report.h"
+#include "gpumemshim/analyzer/timeline.h"
 
 namespace gpumemshim::analyzer {
 
@@ -10,14 +11,9 @@ using nlohmann::json;
 
 namespace {
 
+// Stacks as timeline.h writes them (frames_to_json).
 json frames_json(const std::vector<Frame>& frames) {
-  json a = json::array();
-  for (const Frame& f : frames) {
-    a.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line},
-                 {"module", f.module}, {"python", f.python}, {"inlined", f.inlined},
-                 {"pc", fmt::format("{:#x}", f.pc)}});
-  }
-  return a;
+  return frames_to_json(frames);
 }
 
 json by_kind_json(const ByKind& by_kind) {
@@ -166,7 +162,7 @@ json fragmentation_json(const DeviceFragmentation& d) {
           {"inactive_split_bytes", torch_only(d.inactive_split_bytes)},
           {"largest_free_block_bytes", torch_only(d.largest_free_block)},
           {"untracked_bytes", d.has_untracked ? json(d.untracked) : json()},
-          {"ooms", ooms}};
+          {"ooms", std::move(ooms)}};
 }
 
 json process_json(const ProcessReport& p) {
@@ -191,9 +187,9 @@ json process_json(const ProcessReport& p) {
           {"truncated", p.truncated},
           {"clean_exit", p.clean_exit},
           {"duration_s", p.duration_s},
-          {"summary", process_summary},
-          {"devices", devices},
-          {"attributes", attributes}};
+          {"summary", std::move(process_summary)},
+          {"devices", std::move(devices)},
+          {"attributes", std::move(attributes)}};
 }
 
 // Every process's markers (each in time order, times relative to its own start), at most
@@ -265,15 +261,16 @@ json report_json(const Report& report) {
   std::vector<const TraceStats*> all_stats;
   for (const ProcessReport& p : report.processes) all_stats.push_back(&p.stats);
   summary["by_api"] = by_api_json(all_stats);
+  // Moved in: a copy of the leaks alone is tens of thousands of frame objects.
   json out = {{"schema", kReportSchema},
-              {"processes", processes},
-              {"summary", summary},
-              {"leaks", leaks},
-              {"failures", failures},
-              {"address_space", address_space},
-              {"growth", growth},
-              {"fragmentation", {{"per_device", per_device}}},
-              {"recommendations", recommendations}};
+              {"processes", std::move(processes)},
+              {"summary", std::move(summary)},
+              {"leaks", std::move(leaks)},
+              {"failures", std::move(failures)},
+              {"address_space", std::move(address_space)},
+              {"growth", std::move(growth)},
+              {"fragmentation", {{"per_device", std::move(per_device)}}},
+              {"recommendations", std::move(recommendations)}};
   if (report.ranks.present()) out["ranks"] = ranks_json(report);
   bool markers_truncated = false;
   out["markers"] = markers_json(report, markers_truncated);
@@ -283,7 +280,7 @@ json report_json(const Report& report) {
     for (const Suppression& e : report.suppressions_used)
       s.push_back({{"kind", e.type}, {"pattern", e.pattern}, {"source", e.source}, {"leaks", e.hit_count},
                    {"bytes", e.hit_bytes}});
-    out["suppressions"] = s;
+    out["suppressions"] = std::move(s);
   }
   return out;
 }

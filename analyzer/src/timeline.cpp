@@ -6,6 +6,8 @@
 #include "gpumemshim/analyzer/timeline.h"
 
 #include <algorithm>
+#include <charconv>
+#include <iterator>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -65,12 +67,30 @@ std::string frame_label(const std::vector<Frame>& stack) {
   return fn;
 }
 
+std::string pc_hex(uint64_t pc) {
+  char buf[2 + 16] = {'0', 'x'};
+  auto end = std::to_chars(buf + 2, std::end(buf), pc, 16).ptr;
+  return std::string(buf, end);
+}
+
+// Reports list tens of thousands of frames: each object is filled in place, its keys in the map's
+// (sorted) order so that every insertion lands at the end, rather than from an initializer list
+// (which builds a [key, value] array per member first).
 json frames_to_json(const std::vector<Frame>& frames) {
   json a = json::array();
-  for (const Frame& f : frames)
-    a.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line},
-                 {"module", f.module}, {"python", f.python}, {"inlined", f.inlined},
-                 {"pc", fmt::format("{:#x}", f.pc)}});
+  json::array_t& items = *a.get_ptr<json::array_t*>();
+  items.reserve(frames.size());
+  for (const Frame& f : frames) {
+    json& o = items.emplace_back(json::value_t::object);
+    json::object_t& m = *o.get_ptr<json::object_t*>();
+    m.emplace_hint(m.end(), "file", f.file);
+    m.emplace_hint(m.end(), "function", f.function);
+    m.emplace_hint(m.end(), "inlined", f.inlined);
+    m.emplace_hint(m.end(), "line", f.line);
+    m.emplace_hint(m.end(), "module", f.module);
+    m.emplace_hint(m.end(), "pc", pc_hex(f.pc));
+    m.emplace_hint(m.end(), "python", f.python);
+  }
   return a;
 }
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "gpumemshim/analyzer/export_memviz.h"
 #include "gpumemshim/analyzer/load.h"
 #include "gpumemshim/analyzer/report_html.h"
@@ -169,6 +171,29 @@ TEST(Timeline, NoEventsNoSamples) {
   an::Timeline tl = timeline_of(t, dir, 2000);
   EXPECT_TRUE(tl.samples.empty());
   EXPECT_EQ(an::timeline_json(tl)["samples"].size(), 0u);
+}
+
+// frames_to_json fills each object in place; it must equal the initializer-list form the reports
+// used before, pc written as fmt's "{:#x}".
+TEST(FramesJson, SameAsInitializerListObjects) {
+  std::vector<an::Frame> frames(4);
+  frames[0] = {"main", "/src/app.cpp", 42, "/bin/app", 0x401234, 0x1234, false, false};
+  frames[1] = {"", "", 0, "", 0, 0, true, false};
+  frames[2] = {"caf\xc3\xa9 \xff", "m\"x\\.py", 7, "", UINT64_MAX, 0, false, true};
+  frames[3] = {"inl", "a.h", 1, "/lib/libx.so", 0x10, 0x10, true, true};
+  json expected = json::array();
+  for (const an::Frame& f : frames)
+    expected.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line},
+                        {"module", f.module}, {"python", f.python}, {"inlined", f.inlined},
+                        {"pc", fmt::format("{:#x}", f.pc)}});
+  json got = an::frames_to_json(frames);
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(got.dump(2, ' ', false, json::error_handler_t::replace),
+            expected.dump(2, ' ', false, json::error_handler_t::replace));
+  EXPECT_EQ(an::frames_to_json({}).dump(), "[]");
+  EXPECT_EQ(an::pc_hex(0), "0x0");
+  EXPECT_EQ(an::pc_hex(0x7f12ab), "0x7f12ab");
+  EXPECT_EQ(an::pc_hex(UINT64_MAX), "0xffffffffffffffff");
 }
 
 TEST(ReportHtml, EscapesEverythingFromTheTrace) {

@@ -63,6 +63,10 @@ void add_timelines(nlohmann::json& report, const std::vector<std::string>& paths
 
 // The innermost frame as "file:line function" (file without its directory).
 std::string frame_label(const std::vector<Frame>& stack);
+// A stack as the reports list it: one object per frame (function, file, line, module, python,
+// inlined, pc as "0x..." in lowercase hex).
 nlohmann::json frames_to_json(const std::vector<Frame>& frames);
+// A pc as the reports write it: fmt's "{:#x}" ("0x7f12ab", "0x0").
+std::string pc_hex(uint64_t pc);
 
 }  // namespace gpumemshim::analyzer
