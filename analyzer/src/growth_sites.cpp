@@ -130,8 +130,9 @@ std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks) {
     if (has_torch && !r.torch_block && (r.api == Api::kCudaMalloc || r.api == Api::kCuMemCreate)) continue;
     if (!varies[i]) continue;  // a constant series adds nothing to find
     const std::vector<Frame>& frames = stacks.frames(r.stack_id);
-    auto [it, inserted] = sites.try_emplace({StackView::stable_key(frames), static_cast<uint8_t>(r.api),
-                                             static_cast<uint8_t>(r.kind), r.torch_block});
+    auto [it, inserted] =
+        sites.try_emplace({stacks.stable_key(r.stack_id), static_cast<uint8_t>(r.api),
+                           static_cast<uint8_t>(r.kind), r.torch_block});
     Site& s = it->second;
     if (inserted) {
       s.group = static_cast<uint32_t>(sites.size() - 1);

@@ -135,7 +135,7 @@ void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<Si
   for (auto& [key, r] : raw) {
     const auto& [stack_id, api_v, kind_v, torch_block, origin, region] = key;
     const std::vector<Frame>& frames = stacks.frames(stack_id);
-    std::string skey = StackView::stable_key(frames);
+    const std::string& skey = stacks.stable_key(stack_id);
     auto [it, inserted] = merged.try_emplace({skey, api_v, kind_v, torch_block, origin, region});
     Merged& m = it->second;
     if (inserted) {

@@ -46,7 +46,7 @@ std::vector<SiteBytes> sites_at_peak(const LoadedTrace& trace, StackView& stacks
     const RawSite& r = raw[i];
     if (bytes[i] == 0 || r.torch_block || !is_device_memory_kind(r.kind)) continue;
     const std::vector<Frame>& frames = stacks.frames(r.stack_id);
-    std::string id = site_id(StackView::stable_key(frames), r.api);
+    std::string id = site_id(stacks.stable_key(r.stack_id), r.api);
     auto [it, inserted] = merged.try_emplace(id);
     if (inserted) {
       it->second.id = id;

@@ -1,9 +1,10 @@
 #include "gpumemshim/analyzer/stack_view.h"
 
 #include <cxxabi.h>
-#include <cstdlib>
 
-#include <fmt/format.h>
+#include <charconv>
+#include <cstdlib>
+#include <iterator>
 
 #include "gpumemshim/analyzer/python_lines.h"
 
@@ -112,7 +113,8 @@ Frame python_frame(const LoadedTrace& trace, const format::PyFrameRef& ref) {
 // (innermost first; an invocation ends at a frame with the entry flag), interpreter/libffi/ctypes
 // frames are dropped. Python frames left over (a truncated native stack) go at the end; with no
 // eval frame symbolized at all, the Python frames follow the native frames above the interpreter.
-std::vector<Frame> merge_python(const LoadedTrace& trace, std::vector<std::vector<Frame>>& native,
+std::vector<Frame> merge_python(const LoadedTrace& trace,
+                                const std::vector<const std::vector<Frame>*>& native,
                                 const std::vector<format::PyFrameRef>& py) {
   std::vector<std::vector<Frame>> groups(1);
   for (const format::PyFrameRef& ref : py) {
@@ -125,25 +127,25 @@ std::vector<Frame> merge_python(const LoadedTrace& trace, std::vector<std::vecto
     return false;
   };
   bool any_eval = false;
-  for (const auto& fs : native) any_eval = any_eval || is_eval_pc(fs);
+  for (const auto* fs : native) any_eval = any_eval || is_eval_pc(*fs);
   std::vector<Frame> out;
   size_t next = 0;
   bool inserted = false;
-  for (auto& fs : native) {
-    if (is_eval_pc(fs)) {
+  for (const auto* fs : native) {
+    if (is_eval_pc(*fs)) {
       if (next < groups.size())
         for (Frame& f : groups[next++]) out.push_back(std::move(f));
       inserted = true;
       continue;
     }
-    bool internal = !fs.empty() && is_python_internal(fs.back());
+    bool internal = !fs->empty() && is_python_internal(fs->back());
     if (!any_eval && internal && !inserted) {  // no eval symbol: Python frames go here, once
       for (; next < groups.size(); ++next)
         for (Frame& f : groups[next]) out.push_back(std::move(f));
       inserted = true;
     }
     if (internal) continue;
-    for (Frame& f : fs) out.push_back(std::move(f));
+    out.insert(out.end(), fs->begin(), fs->end());
   }
   for (; next < groups.size(); ++next)
     for (Frame& f : groups[next]) out.push_back(std::move(f));
@@ -156,27 +158,47 @@ StackView::StackView(const LoadedTrace& trace, size_t max_frames)
   for (const ModuleInfo& m : trace.modules) symbolizer_.add_module(m);
 }
 
-std::vector<std::vector<Frame>> StackView::native_groups(const std::vector<uint64_t>& pcs) {
-  std::vector<std::vector<Frame>> groups;
+StackView::PcFrames& StackView::pc_entry(uint64_t pc, bool is_return_address) {
+  auto [it, inserted] = pc_frames_[is_return_address].try_emplace(pc);
+  PcFrames& out = it->second;
+  if (inserted) {
+    out.module = symbolizer_.module_for(pc);
+    out.shim = out.module != nullptr && is_shim_module(out.module->path);
+  }
+  return out;
+}
+
+const std::vector<Frame>& StackView::symbolized(PcFrames& out, uint64_t pc,
+                                                bool is_return_address) {
+  if (out.symbolized) return out.frames;
+  out.symbolized = true;
+  const ModuleInfo* m = out.module;
+  std::vector<SourceFrame> sf = symbolizer_.symbolize(pc, is_return_address);
+  if (sf.empty()) sf.push_back(SourceFrame{{}, {}, 0, m ? m->path : std::string(), pc, false});
+  out.frames.reserve(sf.size());
+  for (SourceFrame& s : sf) {
+    Frame& f = out.frames.emplace_back();
+    f.function = std::move(s.function);
+    f.file = std::move(s.file);
+    f.line = s.line;
+    f.module = s.module.empty() && m ? m->path : std::move(s.module);
+    f.pc = pc;
+    f.module_offset = m ? pc - m->load_bias : 0;
+    f.inlined = s.inlined;
+  }
+  return out.frames;
+}
+
+std::vector<const std::vector<Frame>*> StackView::native_groups(const std::vector<uint64_t>& pcs) {
+  std::vector<const std::vector<Frame>*> groups;
+  groups.reserve(pcs.size());
   bool skipping = true;
   for (size_t i = 0; i < pcs.size(); ++i) {
-    const ModuleInfo* m = symbolizer_.module_for(pcs[i]);
-    if (skipping && m != nullptr && is_shim_module(m->path)) continue;
+    const bool is_return_address = i > 0;  // looked up at pc-1: the call's line
+    PcFrames& p = pc_entry(pcs[i], is_return_address);
+    if (skipping && p.shim) continue;  // the shim's leading frames: not even symbolized
     skipping = false;
-    std::vector<SourceFrame> sf = symbolizer_.symbolize(pcs[i], /*is_return_address=*/i > 0);
-    if (sf.empty()) sf.push_back(SourceFrame{{}, {}, 0, m ? m->path : std::string(), pcs[i], false});
-    auto& group = groups.emplace_back();
-    for (SourceFrame& s : sf) {
-      Frame f;
-      f.function = std::move(s.function);
-      f.file = std::move(s.file);
-      f.line = s.line;
-      f.module = s.module.empty() && m ? m->path : std::move(s.module);
-      f.pc = pcs[i];
-      f.module_offset = m ? pcs[i] - m->load_bias : 0;
-      f.inlined = s.inlined;
-      group.push_back(std::move(f));
-    }
+    groups.push_back(&symbolized(p, pcs[i], is_return_address));
   }
   return groups;
 }
@@ -233,8 +255,8 @@ std::vector<Frame> StackView::raw_frames(uint64_t stack_id) {
   std::vector<Frame> out;
   auto it = trace_.stacks.find(stack_id);
   if (it == trace_.stacks.end()) return out;
-  for (auto& group : native_groups(it->second))
-    for (Frame& f : group) out.push_back(std::move(f));
+  for (const auto* group : native_groups(it->second))
+    out.insert(out.end(), group->begin(), group->end());
   return out;
 }
 
@@ -250,13 +272,15 @@ const std::vector<Frame>& StackView::frames(uint64_t stack_id) {
   std::vector<Frame>& out = cache_[stack_id];
   auto it = trace_.stacks.find(stack_id);
   if (stack_id == 0 || it == trace_.stacks.end()) return out;
-  std::vector<std::vector<Frame>> native = native_groups(it->second);
+  std::vector<const std::vector<Frame>*> native = native_groups(it->second);
   auto py = trace_.py_stacks.find(stack_id);
   if (py != trace_.py_stacks.end() && !py->second.empty()) {
     out = merge_python(trace_, native, py->second);
   } else {
-    for (auto& group : native)
-      for (Frame& f : group) out.push_back(std::move(f));
+    size_t n = 0;
+    for (const auto* group : native) n += group->size();
+    out.reserve(n);
+    for (const auto* group : native) out.insert(out.end(), group->begin(), group->end());
   }
   // The innermost user-meaningful frame first. CUDA's own frames above it go; in a Python program
   // so does the framework's C++ between the script's line and the CUDA call (PyTorch's dispatcher
@@ -284,16 +308,34 @@ const std::vector<Frame>& StackView::frames(uint64_t stack_id) {
   return out;
 }
 
+// "function|file|line|module;" per frame, or "module+0xoffset;" for a frame without symbols (the
+// text fmt's "{}|{}|{}|{};" and "{}+{:#x};" give), appended piece by piece: every site asks.
 std::string StackView::stable_key(const std::vector<Frame>& frames) {
   std::string key;
+  char num[24];
   for (const Frame& f : frames) {
     if (!f.function.empty() || !f.file.empty()) {
-      key += fmt::format("{}|{}|{}|{};", f.function, f.file, f.line, base_name(f.module));
+      key += f.function;
+      key += '|';
+      key += f.file;
+      key += '|';
+      key.append(num, std::to_chars(num, std::end(num), f.line).ptr);
+      key += '|';
+      key += base_name(f.module);
     } else {
-      key += fmt::format("{}+{:#x};", base_name(f.module), f.module_offset);
+      key += base_name(f.module);
+      key += "+0x";
+      key.append(num, std::to_chars(num, std::end(num), f.module_offset, 16).ptr);
     }
+    key += ';';
   }
   return key;
+}
+
+const std::string& StackView::stable_key(uint64_t stack_id) {
+  auto [it, inserted] = keys_.try_emplace(stack_id);
+  if (inserted) it->second = stable_key(frames(stack_id));
+  return it->second;
 }
 
 }  // namespace gpumemshim::analyzer

@@ -113,7 +113,7 @@ CallSites call_sites(const LoadedTrace& trace) {
     if (!replay.is_timeline_site(raw)) continue;
     const RawSite& r = replay.sites()[raw];
     const std::vector<Frame>& frames = stacks.frames(r.stack_id);
-    std::string id = site_id(StackView::stable_key(frames), r.api);
+    std::string id = site_id(stacks.stable_key(r.stack_id), r.api);
     auto [it, inserted] = by_id.try_emplace(id, static_cast<uint32_t>(cs.sites.size()));
     if (inserted) cs.sites.push_back(TimelineSite{id, frame_label(frames), frames, 0});
     else cs.grouped = true;

@@ -1,9 +1,11 @@
 // Which frames count as CUDA's own and are dropped above the caller's first frame. The cases are
 // the frames seen on the H200 (docs/gpu-validation.md): static cudart internals, cudaMalloc<T>
-// inlined from cuda_runtime.h, the shared runtime and driver.
-#include <gtest/gtest.h>
-
+// inlined from cuda_runtime.h, the shared runtime and driver. Then stable keys, per frame list
+// and per stack id (frames made once per pc).
 #include "gpumemshim/analyzer/stack_view.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 
 namespace gpumemshim::analyzer {
 namespace {
@@ -104,3 +106,77 @@ TEST(PythonFrames, PythonStackWithoutSymbolsIsNamedFromPyCode) {
   EXPECT_EQ(frames[first + 1].function, "<module>");
   EXPECT_EQ(frames[first + 1].line, 1u);
 }
+
+namespace gpumemshim::analyzer {
+namespace {
+
+// The key as fmt wrote it before stable_key appended its pieces itself.
+std::string reference_key(const std::vector<Frame>& frames) {
+  std::string key;
+  for (const Frame& f : frames) {
+    std::string_view module = f.module;
+    if (size_t slash = module.rfind('/'); slash != std::string_view::npos)
+      module = module.substr(slash + 1);
+    key += !f.function.empty() || !f.file.empty()
+               ? fmt::format("{}|{}|{}|{};", f.function, f.file, f.line, module)
+               : fmt::format("{}+{:#x};", module, f.module_offset);
+  }
+  return key;
+}
+
+TEST(StableKey, SameTextAsFmt) {
+  std::vector<Frame> frames = {frame("main", "/src/app.cpp", "/bin/app"),
+                               frame("", "", "/lib/libx.so"), frame("f", "", ""),
+                               frame("", "a.py", "mod"), frame("", "", "")};
+  frames[0].line = 4294967295u;
+  frames[1].module_offset = 0x1a2b;
+  frames[4].module_offset = UINT64_MAX;
+  EXPECT_EQ(StackView::stable_key(frames), reference_key(frames));
+  EXPECT_EQ(
+      StackView::stable_key(frames),
+      "main|/src/app.cpp|4294967295|app;libx.so+0x1a2b;f||0|;|a.py|0|mod;+0xffffffffffffffff;");
+  EXPECT_EQ(StackView::stable_key(std::vector<Frame>{}), "");
+}
+
+// Frames are made once per pc and position: a pc that leads one stack and is a return address in
+// another, and a shim pc skipped when it leads but kept further out, come out as without the memo.
+TEST(StableKey, PerStackIdFromMemoizedPcs) {
+  LoadedTrace t;
+  t.modules.push_back(ModuleInfo{"/nonexistent/libgpumemshim.so", "", 0x10000, 0x10000, 0x1000});
+  t.modules.push_back(ModuleInfo{"/nonexistent/app", "", 0x400000, 0x400000, 0x10000});
+  const uint64_t shim = 0x10100, a = 0x401000, b = 0x402000;
+  t.stacks[1] = {shim, a, b};
+  t.stacks[2] = {a, shim, b};
+  t.stacks[3] = {b, a};
+  StackView view(t);
+  const std::vector<Frame>& s1 = view.frames(1);
+  ASSERT_EQ(s1.size(), 2u);
+  EXPECT_EQ(s1[0].pc, a);
+  EXPECT_EQ(s1[0].module_offset, 0x1000u);
+  EXPECT_EQ(s1[1].pc, b);
+  const std::vector<Frame>& s2 = view.frames(2);
+  ASSERT_EQ(s2.size(), 3u);
+  EXPECT_EQ(s2[1].pc, shim);
+  EXPECT_EQ(s2[1].module, "/nonexistent/libgpumemshim.so");
+  EXPECT_EQ(view.frames(3).size(), 2u);
+  // A shim pc first met in a stack's leading run (not symbolized), then further out in another.
+  t.stacks[5] = {shim, shim + 0x10, a};
+  t.stacks[6] = {a, shim + 0x10, b};
+  ASSERT_EQ(view.frames(5).size(), 1u);
+  const std::vector<Frame>& s6 = view.frames(6);
+  ASSERT_EQ(s6.size(), 3u);
+  EXPECT_EQ(s6[1].pc, shim + 0x10);
+  EXPECT_EQ(s6[1].module_offset, 0x110u);
+  for (uint64_t id : {1, 2, 3, 4, 0, 5, 6}) {
+    EXPECT_EQ(view.stable_key(id), StackView::stable_key(view.frames(id)));
+    EXPECT_EQ(view.stable_key(id), reference_key(view.frames(id)));
+  }
+  EXPECT_EQ(view.stable_key(1), "app+0x1000;app+0x2000;");
+  EXPECT_EQ(view.stable_key(4), "");
+  // A second view of the same trace, asked in another order, gives the same keys.
+  StackView fresh(t);
+  for (uint64_t id : {6, 5, 3, 2, 1}) EXPECT_EQ(fresh.stable_key(id), view.stable_key(id));
+}
+
+}  // namespace
+}  // namespace gpumemshim::analyzer

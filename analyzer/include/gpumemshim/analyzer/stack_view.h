@@ -22,17 +22,32 @@ class StackView {
   // A key that identifies the symbolized stack across runs (no raw addresses unless unknown,
   // and then module-relative).
   static std::string stable_key(const std::vector<Frame>& frames);
+  // stable_key(frames(stack_id)), made once per stack id (every finding asks for its sites' keys).
+  const std::string& stable_key(uint64_t stack_id);
 
  private:
-  // One group per pc (its inlined frames first, then the function), the shim's frames skipped.
-  std::vector<std::vector<Frame>> native_groups(const std::vector<uint64_t>& pcs);
+  // What one pc gives, made once per pc and position (a return address is looked up at pc-1):
+  // its module, whether that is the shim, and once asked for, its frames (inlined frames first,
+  // then the function).
+  struct PcFrames {
+    const ModuleInfo* module = nullptr;
+    bool shim = false;
+    bool symbolized = false;
+    std::vector<Frame> frames;
+  };
+  PcFrames& pc_entry(uint64_t pc, bool is_return_address);
+  const std::vector<Frame>& symbolized(PcFrames& entry, uint64_t pc, bool is_return_address);
+  // One group per pc, the shim's frames skipped: pointers into pc_frames_.
+  std::vector<const std::vector<Frame>*> native_groups(const std::vector<uint64_t>& pcs);
   std::vector<Frame> raw_frames(uint64_t stack_id);
   std::vector<Frame> attributed_frames(uint64_t own_id, uint64_t caller_id);
 
   const LoadedTrace& trace_;
   size_t max_frames_;
   Symbolizer symbolizer_;
+  std::unordered_map<uint64_t, PcFrames> pc_frames_[2];  // [is_return_address]
   std::unordered_map<uint64_t, std::vector<Frame>> cache_;
+  std::unordered_map<uint64_t, std::string> keys_;
 };
 
 // True when the module's file name starts with "libgpumemshim" (the shim's own frames).
