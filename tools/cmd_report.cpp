@@ -29,8 +29,9 @@ int run_report(const ReportOptions& o) {
   // trace the analysis loaded rather than a second load.
   std::vector<nlohmann::json> timelines(o.traces.size());
   if (o.format != "text")
-    opts.with_trace = [&timelines](size_t i, const an::LoadedTrace& trace) {
-      timelines[i] = an::timeline_json(an::build_timeline(trace));
+    opts.with_trace = [&timelines](size_t i, const an::LoadedTrace& trace, an::StackView& stacks) {
+      timelines[i] = an::timeline_json(
+          an::build_timeline(trace, an::kMaxTimelineSamples, an::kTimelineTopSites, &stacks));
     };
   an::Report report = an::analyze(o.traces, opts);
   std::string text;

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "gpumemshim/analyzer/analysis.h"
@@ -88,7 +89,7 @@ std::vector<MarkerEvent> MarkerLog::sorted() const {
 }
 
 ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& options,
-                            Suppressions* suppressions) {
+                            Suppressions* suppressions, StackView* shared_stacks) {
   ProcessReport p;
   p.trace = trace.path;
   p.info = trace.process;
@@ -104,7 +105,9 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   p.markers = trace.markers.sorted();
   p.markers_dropped = trace.markers.dropped();
 
-  StackView stacks(trace, options.max_frames);
+  std::optional<StackView> own_stacks;
+  if (shared_stacks == nullptr) own_stacks.emplace(trace, options.max_frames);
+  StackView& stacks = shared_stacks ? *shared_stacks : *own_stacks;
   group_survivors(trace, stacks, p.leaks, p.address_space);
   p.peak_sites = sites_at_peak(trace, stacks);
   for (SiteGroup& g : p.leaks) g.rank = trace.process.rank;
@@ -158,8 +161,10 @@ Report analyze(const std::vector<std::string>& paths, const AnalyzeOptions& opti
   parallel_for(paths.size(), options.jobs, [&](size_t i) {
     if (options.suppressions) suppressions[i] = *options.suppressions;
     LoadedTrace trace = load_trace(paths[i], {}, replay_thread);
-    report.processes[i] = analyze_trace(trace, options, options.suppressions ? &suppressions[i] : nullptr);
-    if (options.with_trace) options.with_trace(i, trace);
+    StackView stacks(trace, options.max_frames);  // symbolized once for the analysis and with_trace
+    report.processes[i] =
+        analyze_trace(trace, options, options.suppressions ? &suppressions[i] : nullptr, &stacks);
+    if (options.with_trace) options.with_trace(i, trace, stacks);
     progress.add_bytes(trace.stats.file_bytes);
     progress.trace_done();
   });

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <iterator>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -103,9 +104,8 @@ struct CallSites {
   bool grouped = false;          // some call site has several raw sites
 };
 
-CallSites call_sites(const LoadedTrace& trace) {
+CallSites call_sites(const LoadedTrace& trace, StackView& stacks) {
   CallSites cs;
-  StackView stacks(trace);
   const Replay& replay = trace.replay;
   std::unordered_map<std::string, uint32_t> by_id;
   cs.of_raw.assign(replay.sites().size(), UINT32_MAX);
@@ -138,10 +138,14 @@ void set_site_peaks(const LoadedTrace& trace, CallSites& cs) {
 
 }  // namespace
 
-Timeline build_timeline(const LoadedTrace& trace, size_t max_samples, size_t top_sites) {
+Timeline build_timeline(const LoadedTrace& trace, size_t max_samples, size_t top_sites,
+                        StackView* shared_stacks) {
   Timeline tl;
   const Replay& replay = trace.replay;
-  CallSites cs = call_sites(trace);
+  std::optional<StackView> own_stacks;
+  if (shared_stacks == nullptr || shared_stacks->max_frames() != kMaxOutputFrames)
+    shared_stacks = &own_stacks.emplace(trace);
+  CallSites cs = call_sites(trace, *shared_stacks);
   set_site_peaks(trace, cs);
   tl.all_sites = std::move(cs.sites);
   disambiguate_labels(tl.all_sites);

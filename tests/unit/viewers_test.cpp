@@ -5,9 +5,12 @@
 
 #include <fmt/format.h>
 
+#include "gpumemshim/analyzer/analysis.h"
 #include "gpumemshim/analyzer/export_memviz.h"
 #include "gpumemshim/analyzer/load.h"
+#include "gpumemshim/analyzer/report.h"
 #include "gpumemshim/analyzer/report_html.h"
+#include "gpumemshim/analyzer/stack_view.h"
 #include "gpumemshim/analyzer/timeline.h"
 #include "gpumemshim/analyzer/trace_events.h"
 #include "temp_dir.h"
@@ -171,6 +174,50 @@ TEST(Timeline, NoEventsNoSamples) {
   an::Timeline tl = timeline_of(t, dir, 2000);
   EXPECT_TRUE(tl.samples.empty());
   EXPECT_EQ(an::timeline_json(tl)["samples"].size(), 0u);
+}
+
+// The analysis's StackView handed to the timeline (as `report` does) gives what each would make
+// on its own; a view with shorter stacks than the timeline's is not used by it.
+TEST(Timeline, SharedStackViewGivesTheSameReport) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  std::vector<uint64_t> deep;
+  for (uint64_t i = 0; i < 40; ++i) deep.push_back(kAppBase + 0x3000 + 0x10 * i);
+  t.stack(3, deep);
+  t.alloc(0x1000, 100, 2);  // kept to the end: a leak
+  for (uint64_t i = 0; i < 20; ++i) {
+    t.alloc(0x10000 + i, 1000 + i, 1);
+    t.alloc(0x20000 + 0x100 * i, 64, 3);  // grows step over step, never freed
+    t.free(0x10000 + i);
+    t.marker(gf::MarkerKind::kStep, "");
+  }
+  t.end();
+  an::LoadedTrace trace = an::load_trace(t.write(dir.file("t.trace")));
+  auto report_of = [&](const an::AnalyzeOptions& options, an::StackView* stacks) {
+    an::Report r;
+    r.processes.push_back(an::analyze_trace(trace, options, nullptr, stacks));
+    return an::report_json(r).dump();
+  };
+  auto timeline_of = [&](an::StackView* stacks) {
+    return an::timeline_json(
+               an::build_timeline(trace, an::kMaxTimelineSamples, an::kTimelineTopSites, stacks))
+        .dump();
+  };
+  const std::string own_report = report_of({}, nullptr);
+  const std::string own_timeline = timeline_of(nullptr);
+  EXPECT_NE(own_timeline.find("0x4031f0"), std::string::npos);  // the deep stack's 32nd frame
+  EXPECT_EQ(own_timeline.find("0x403200"), std::string::npos);  // and no 33rd
+  an::StackView shared(trace);
+  EXPECT_EQ(report_of({}, &shared), own_report);
+  EXPECT_EQ(timeline_of(&shared), own_timeline);
+  an::StackView fresh(trace);  // the timeline first, then the analysis
+  EXPECT_EQ(timeline_of(&fresh), own_timeline);
+  EXPECT_EQ(report_of({}, &fresh), own_report);
+  an::AnalyzeOptions short_stacks;
+  short_stacks.max_frames = 4;
+  an::StackView short_view(trace, 4);
+  EXPECT_EQ(report_of(short_stacks, &short_view), report_of(short_stacks, nullptr));
+  EXPECT_EQ(timeline_of(&short_view), own_timeline);
 }
 
 // frames_to_json fills each object in place; it must equal the initializer-list form the reports

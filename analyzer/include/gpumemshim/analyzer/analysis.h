@@ -133,14 +133,17 @@ struct AnalyzeOptions {
                           // up to that; with cores to spare, each one's replay gets a thread
   bool progress = false;  // a progress line on stderr (when it is a terminal, after ~2 s)
   // Called with each loaded trace (its index in paths) after its analysis, on the worker that
-  // loaded it, so more can be derived from it without loading it again (e.g. its timeline).
-  std::function<void(size_t, const LoadedTrace&)> with_trace;
+  // loaded it, so more can be derived from it without loading it again (e.g. its timeline), with
+  // the analysis's symbolized stacks (max_frames frames at most) to reuse.
+  std::function<void(size_t, const LoadedTrace&, StackView&)> with_trace;
 };
 
 // Throws TraceError for an unusable trace.
 Report analyze(const std::vector<std::string>& paths, const AnalyzeOptions& options = {});
+// With `stacks` (a view of this trace made with options.max_frames), its symbolized stacks are
+// used and kept; without, the analysis makes its own.
 ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& options,
-                            Suppressions* suppressions);
+                            Suppressions* suppressions, StackView* stacks = nullptr);
 
 // The site id of a symbolized stack key and api (leaks and growth share it).
 std::string site_id(const std::string& stack_key, Api api);

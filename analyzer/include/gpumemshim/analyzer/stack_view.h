@@ -17,6 +17,7 @@ inline constexpr size_t kMaxOutputFrames = 32;
 class StackView {
  public:
   explicit StackView(const LoadedTrace& trace, size_t max_frames = kMaxOutputFrames);
+  size_t max_frames() const { return max_frames_; }
   // Symbolized frames of a stack id, innermost user frame first; empty for id 0 or unknown ids.
   const std::vector<Frame>& frames(uint64_t stack_id);
   // A key that identifies the symbolized stack across runs (no raw addresses unless unknown,

@@ -14,6 +14,8 @@
 
 namespace gpumemshim::analyzer {
 
+class StackView;
+
 struct TimelineSite {
   std::string id;     // the leak report's site id (same stack and api → same id)
   std::string label;  // "file:line function" of the innermost user frame
@@ -50,9 +52,10 @@ inline constexpr size_t kTimelineTopSites = 8;
 inline constexpr size_t kMaxTimelineSteps = Replay::kMaxStepTimes;
 
 // From the loaded trace's replay (no second read of the file unless a call site is made of
-// several raw stacks: see timeline.cpp).
+// several raw stacks: see timeline.cpp). `stacks`, a view of this trace, is used when its stacks
+// are as long as the timeline's (kMaxOutputFrames); otherwise the timeline makes its own.
 Timeline build_timeline(const LoadedTrace& trace, size_t max_samples = kMaxTimelineSamples,
-                        size_t top_sites = kTimelineTopSites);
+                        size_t top_sites = kTimelineTopSites, StackView* stacks = nullptr);
 
 // docs/report-json.md "Timeline".
 nlohmann::json timeline_json(const Timeline& timeline);
