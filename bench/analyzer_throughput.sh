@@ -30,7 +30,9 @@ dir=${GPUMEMSHIM_BENCH_DIR:-$(mktemp -d)}
 printf '| events | trace bytes | seconds | M events/s | peak RSS MiB | RSS bytes/event | 2 cores s | 2 cores M events/s |\n'
 printf '|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 for n in "${sizes[@]}"; do
-  trace="$dir/gen.$n.v2.trace"  # format 2.0 (a cached gen.N.trace from before is 1.1: not reused)
+  # format 2.0 in the ordered flushes of today's shim (a cached gen.N.v2.trace has the thread
+  # batches of older shims, gen.N.trace is 1.1: neither is reused)
+  trace="$dir/gen.$n.v2o.trace"
   [ -s "$trace" ] || "$gen" "$trace" "$n" 2>/dev/null
   /usr/bin/time -v -o "$dir/time.txt" taskset -c 0 "$cli" report --format json --jobs 1 --quiet \
     -o /dev/null "$trace"
