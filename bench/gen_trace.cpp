@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
     t.last_record = t.pending.size();
     t.pending.insert(t.pending.end(), rec, rec + n);
   };
-  // The shim drains every thread's ring each 50 ms: file order is per-thread batches.
+  // The shim flushes every thread's ring each 50 ms: here every kFlushEvery events.
   constexpr uint64_t kFlushEvery = 1 << 16;
   uint64_t time = 0, written = 0, leaks = 0, step = 0;
   // Its own stream: the events are the same with --thread-batches.

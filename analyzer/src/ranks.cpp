@@ -18,10 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-json stack_json(const std::vector<Frame>& frames) {
-  return frames_to_json(frames);
-}
-
 std::string rank_label(const RankEntry& e) {
   return e.rank >= 0 ? fmt::format("rank {} (pid {})", e.rank, e.pid) : fmt::format("pid {}", e.pid);
 }
@@ -137,7 +133,7 @@ json ranks_json(const Report& report) {
                      {"bytes_diff", s.bytes_diff},
                      {"heaviest_bytes", s.heaviest_bytes},
                      {"lightest_bytes", s.lightest_bytes},
-                     {"stack", stack_json(s.stack)}});
+                     {"stack", frames_to_json(s.stack)}});
   json ratio = light.peak_bytes ? json(static_cast<double>(heavy.peak_bytes) / static_cast<double>(light.peak_bytes))
                                 : json(nullptr);
   return {{"per_rank", per_rank},

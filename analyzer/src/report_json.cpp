@@ -11,11 +11,6 @@ using nlohmann::json;
 
 namespace {
 
-// Stacks as timeline.h writes them (frames_to_json).
-json frames_json(const std::vector<Frame>& frames) {
-  return frames_to_json(frames);
-}
-
 json by_kind_json(const ByKind& by_kind) {
   json o = json::object();
   for (uint8_t k = 1; k <= format::kMemoryKindMax; ++k) {
@@ -85,7 +80,7 @@ json group_json(const SiteGroup& g) {
             {"pid", g.pid},
             {"rank", g.rank},
             {"first_time_s", static_cast<double>(g.first_time_ns) / 1e9},
-            {"stack", frames_json(g.stack)}};
+            {"stack", frames_to_json(g.stack)}};
   if (!g.region.empty()) o["region"] = g.region;
   if (!g.owner.empty()) o["owner"] = g.owner;
   if (g.suppressed) {
@@ -113,7 +108,7 @@ json growth_json(const Growth& g) {
             {"api", g.torch_block ? std::string("torch.alloc") : std::string(format::api_name(g.api))},
             {"memory", g.torch_block ? std::string("torch_block")
                                      : std::string(format::memory_kind_name(g.memory))},
-            {"stack", frames_json(g.stack)}};
+            {"stack", frames_to_json(g.stack)}};
   if (g.has_projection && !by_time) o["projected_oom_step"] = g.projected_oom_step;
   if (by_time) {
     o["bucket_s"] = g.bucket_s;
@@ -140,7 +135,7 @@ json fragmentation_json(const DeviceFragmentation& d) {
               {"largest_free_block_bytes", o.torch ? json(o.largest_free_block) : json()},
               {"enough_total_free", o.enough_total_free},
               {"source", o.torch ? "torch" : "runtime"},
-              {"stack", frames_json(o.stack)}};
+              {"stack", frames_to_json(o.stack)}};
     if (o.suppressed) {
       e["suppressed"] = true;
       e["suppressed_by"] = o.suppressed_by;
@@ -239,7 +234,7 @@ json report_json(const Report& report) {
                 {"thread", f.event.thread_id},
                 {"time_s", static_cast<double>(f.event.time_ns) / 1e9},
                 {"live_device_bytes", f.event.live_device_bytes},
-                {"stack", frames_json(f.stack)}};
+                {"stack", frames_to_json(f.stack)}};
       if (f.event.has_meminfo) {
         o["device_free_bytes"] = f.event.meminfo_free;
         o["device_total_bytes"] = f.event.meminfo_total;

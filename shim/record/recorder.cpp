@@ -135,10 +135,7 @@ bool flush_in_time_order(uint64_t cut) {
     used += take;
   }
   for (size_t i = 0; i < count; ++i) o.batches[i].bytes = o.staged + o.offset[i];
-  if (count == 1)  // one thread brought records: they are in its order already
-    g_file.write_direct(o.staged, o.batches[0].size);
-  else
-    g_file.write_direct(o.merged, merge_by_time(o.batches, count, o.cursors, o.merged));
+  g_file.write_direct(o.merged, merge_by_time(o.batches, count, o.cursors, o.merged));
   for (size_t i = 0; i < count; ++i) {
     o.taken[i]->ring.consume(o.batches[i].size);
     o.taken[i]->ring.unlock();

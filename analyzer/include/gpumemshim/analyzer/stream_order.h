@@ -8,8 +8,8 @@
 // idle for longer than kIdleWindowNs is assumed to bring nothing older than (newest - window).
 // Traces of format 1.1 also mark each flush (Flush records, the flusher's clock before it drained):
 // once a mark is read, nothing still to come is older than the mark before it, whatever the
-// streams did; from the first mark on the streams are no longer followed. Without marks a one-thread trace waits for the idle window: a whole second of
-// events queued.
+// streams did; from the first mark on the streams are no longer followed. Without marks a
+// one-thread trace waits for the idle window: a whole second of events queued.
 //
 // The emitted order is exactly (time, file order), what a stable sort by time gives, whenever
 // push() keeps returning true. push() returns false when an event is older than one already
