@@ -11,7 +11,7 @@ constexpr size_t kMaxOoms = 64;
 constexpr uint32_t kOutOfMemory = 2;  // cudaErrorMemoryAllocation == CUDA_ERROR_OUT_OF_MEMORY
 }  // namespace
 
-Replay::Replay() = default;
+Replay::Replay() : next_kept_ns_(time_sampler_.stride() * kTimeTickNs) {}
 
 DeviceMemoryTrack* Replay::new_device_track(int32_t device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
@@ -23,7 +23,7 @@ DeviceMemoryTrack* Replay::new_device_track(int32_t device) {
   return &d;
 }
 
-uint32_t Replay::site_of(const RawSite& s, int32_t device) {
+inline uint32_t Replay::site_of(const RawSite& s, int32_t device) {
   const uint32_t tag = site_tag(s);
   const size_t mask = site_slots_.size() - 1;
   uint32_t site;
@@ -78,7 +78,7 @@ void Replay::site_seen(uint32_t site, SiteHot& hot) {
   hot.stamp = stamp_;
 }
 
-void Replay::site_add(uint32_t site, uint64_t bytes) {
+inline void Replay::site_add(uint32_t site, uint64_t bytes) {
   peak_sites_.before_change(site, site_live_);
   SiteHot& hot = site_hot_[site];
   if (touching_ && hot.stamp != stamp_) site_seen(site, hot);
@@ -92,7 +92,7 @@ void Replay::site_add(uint32_t site, uint64_t bytes) {
   if (hot.group != UINT32_MAX) groups_.change(hot.group, bytes);
 }
 
-void Replay::site_sub(uint32_t site, uint64_t bytes) {
+inline void Replay::site_sub(uint32_t site, uint64_t bytes) {
   peak_sites_.before_change(site, site_live_);
   SiteHot& hot = site_hot_[site];
   if (touching_ && hot.stamp != stamp_) site_seen(site, hot);
@@ -144,22 +144,20 @@ uint64_t Replay::torch_allocated_bytes() const {
 }
 
 // The state before this event is the state at the end of every bucket since the last event. The
-// sampler keeps one value per `stride` buckets (the last one written wins), so a boundary whose
-// kept bucket the next boundary will write again is skipped: same samples, one call per kept
-// bucket instead of one per microsecond of the trace.
+// sampler keeps one value per `stride` buckets (the last one written wins), so only a boundary
+// whose kept bucket the next one would not write again is written: one call per kept bucket
+// instead of one per microsecond of the trace, and per event one comparison with the time it
+// takes.
 void Replay::tick(uint64_t time_ns) {
-  const uint64_t next = time_ns / kTimeTickNs;
-  const uint64_t k = time_sampler_.stride();
-  if ((time_tick_ + 1 + k - 1) / k != (next + 1 + k - 1) / k) {
-    time_sampler_.boundary(time_tick_ + 1, site_live_, site_changes_);
-    new_stamp();
-  }
-  time_tick_ = next;
+  time_sampler_.boundary(last_event_ns_ / kTimeTickNs + 1, site_live_, site_changes_);
+  new_stamp();
+  const uint64_t k = time_sampler_.stride();  // it may have grown
+  next_kept_ns_ = (time_ns / kTimeTickNs / k + 1) * k * kTimeTickNs;
 }
 
 SiteSampler Replay::time_samples_closed() const {
   SiteSampler s = time_sampler_;
-  s.boundary(time_tick_ + 1, site_live_, site_changes_);
+  s.boundary(last_time_bucket(), site_live_, site_changes_);
   return s;
 }
 
@@ -193,7 +191,7 @@ void Replay::alloc(const format::AllocRecord& r) {
   }
 }
 
-void Replay::forget(const LiveAlloc& a) {
+inline void Replay::forget(const LiveAlloc& a) {
   KindCounters& k = summary_.by_kind[static_cast<uint8_t>(a.kind)];
   --k.live_count;
   k.live_bytes -= a.size;

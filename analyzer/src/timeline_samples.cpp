@@ -1,5 +1,7 @@
 #include "gpumemshim/analyzer/timeline_samples.h"
 
+#include <bit>
+
 namespace gpumemshim::analyzer {
 
 namespace {
@@ -20,10 +22,16 @@ void TimelineSampler::next_bucket(uint64_t time_ns) {
 
 SampledPoint TimelineSampler::capture(const Mark& m) {
   SampledPoint p{m.seq, m.time_ns, m.live, m.reserved, m.allocated, {}};
-  p.sites.reserve(last_capture_size_);
-  for (size_t s = 0; s < base_.size(); ++s)
-    if (base_[s]) p.sites.emplace_back(static_cast<uint32_t>(s), base_[s]);
-  last_capture_size_ = p.sites.size() + p.sites.size() / 8;
+  size_t n = 0;
+  for (const uint64_t word : nonzero_) n += static_cast<size_t>(std::popcount(word));
+  p.sites.reserve(n);
+  // By the bitmap of sites holding bytes: a few thousand sites, most of them empty at any moment.
+  for (size_t w = 0; w < nonzero_.size(); ++w) {
+    for (uint64_t bits = nonzero_[w]; bits != 0; bits &= bits - 1) {
+      const auto site = static_cast<uint32_t>(w * 64 + static_cast<size_t>(std::countr_zero(bits)));
+      p.sites.emplace_back(site, base_[site]);
+    }
+  }
   return p;
 }
 
@@ -37,8 +45,14 @@ void TimelineSampler::close_bucket() {
   auto apply_to = [&](size_t pos) {
     for (; applied < pos; ++applied) {
       auto [site, bytes] = journal_[applied];
-      if (site >= base_.size()) base_.resize(site + 1, 0);
+      if (site >= base_.size()) {
+        base_.resize(site + 1, 0);
+        nonzero_.resize(base_.size() / 64 + 1, 0);
+      }
       base_[site] = bytes;
+      const uint64_t bit = uint64_t{1} << (site & 63);
+      uint64_t& word = nonzero_[site >> 6];
+      word = bytes != 0 ? word | bit : word & ~bit;
     }
   };
   for (const Mark* m : marks) {

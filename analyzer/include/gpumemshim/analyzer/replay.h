@@ -116,6 +116,7 @@ class Replay {
   void meminfo(const format::MemInfoRecord& r);
   void marker(const format::MarkerRecord& r);
   void torch(const format::TorchEventRecord& r);
+  // A time seen besides the events' (the End record's).
   void seen_time(uint64_t t) {
     if (t > last_time_ns_) last_time_ns_ = t;
   }
@@ -124,13 +125,13 @@ class Replay {
 
   const Summary& summary() const { return summary_; }
   const std::vector<FailureEvent>& failures() const { return failures_; }
-  uint64_t last_time_ns() const { return last_time_ns_; }
+  uint64_t last_time_ns() const { return std::max(last_time_ns_, last_event_ns_); }
   uint64_t live_device_bytes() const { return live_device_bytes_; }
   // Everything alive now, in allocation order (ties by address).
   std::vector<LiveAlloc> live() const;
   // The time buckets, including the last (still open) one.
   SiteSampler time_samples_closed() const;
-  uint64_t last_time_bucket() const { return time_tick_ + 1; }
+  uint64_t last_time_bucket() const { return last_event_ns_ / kTimeTickNs + 1; }
   // The caching allocator's state now on a device (at the end, after the replay).
   TorchSnapshot snapshot(int32_t device, uint64_t time_ns) const;
   const std::vector<uint64_t>& site_live() const { return site_live_; }
@@ -180,8 +181,12 @@ class Replay {
   std::vector<uint64_t> group_peaks_from_log(const std::vector<uint32_t>& group_of) const;
 
  private:
-  void forget(const LiveAlloc& a);  // takes a live allocation out of every count (not the map)
-  uint32_t site_of(const RawSite& s, int32_t device);
+  // Inline (with site_of, site_add and site_sub) in alloc and free: a call each costs more than
+  // their work.
+  // Inline (defined in replay.cpp, its only user; so are site_of, site_add and site_sub) in alloc
+  // and free: a call each cost more than their work.
+  [[gnu::always_inline]] inline void forget(const LiveAlloc& a);  // takes a live allocation out of every count (not the map)
+  [[gnu::always_inline]] inline uint32_t site_of(const RawSite& s, int32_t device);
   [[gnu::noinline]] uint32_t add_site(const RawSite& s, int32_t device);  // a site never seen
   // The raw sites by (stack, tag), every one of them: open addressing with linear probing, kept at
   // most half full, 16-byte entries. A lookup is a multiply and one or two compares, with no miss
@@ -203,8 +208,8 @@ class Replay {
   void grow_site_slots();
   int site_slot_shift_ = 64 - 12;
   std::vector<SiteSlot> site_slots_ = std::vector<SiteSlot>(size_t{1} << 12);
-  void site_add(uint32_t site, uint64_t bytes);
-  void site_sub(uint32_t site, uint64_t bytes);
+  [[gnu::always_inline]] inline void site_add(uint32_t site, uint64_t bytes);
+  [[gnu::always_inline]] inline void site_sub(uint32_t site, uint64_t bytes);
   // What every change of a site's bytes reads besides the bytes, side by side. A sampler that
   // wants touches only needs to see a site once after each of its boundaries: both are behind one
   // stamp, bumped at either's boundary, so a site's change costs one comparison until the next, and
@@ -223,12 +228,13 @@ class Replay {
   [[gnu::noinline]] void site_seen(uint32_t site, SiteHot& hot);
   // Every timed event passes here first: the time, and the time buckets it closes.
   void at(uint64_t time_ns) {
-    seen_time(time_ns);
-    if (time_ns / kTimeTickNs > time_tick_) tick(time_ns);
+    if (time_ns >= next_kept_ns_) [[unlikely]]
+      tick(time_ns);
+    if (time_ns > last_event_ns_) last_event_ns_ = time_ns;
   }
-  void tick(uint64_t time_ns);
+  [[gnu::noinline]] void tick(uint64_t time_ns);
   void torch_allocated(int32_t device, uint64_t add, uint64_t sub);
-  void timeline_point(uint64_t time_ns) {
+  [[gnu::always_inline]] void timeline_point(uint64_t time_ns) {
     const bool torch = summary_.torch.events != 0;  // without the bridge's events both are 0
     timeline_.point(time_ns, live_device_bytes_, torch ? torch_reserved_bytes() : 0,
                     torch ? torch_allocated_bytes() : 0);
@@ -246,7 +252,7 @@ class Replay {
   };
   // One change in 8 bytes: the site in the top 24 bits, the signed change in the low 40.
   static constexpr int kDeltaBits = 40;
-  void log_site_change(uint32_t site, int64_t delta) {
+  [[gnu::always_inline]] void log_site_change(uint32_t site, int64_t delta) {
     if (!site_log_on_) return;
     constexpr int64_t kLimit = int64_t{1} << (kDeltaBits - 1);
     if (site_log_.size() == kMaxSiteLog || site >= (1u << (64 - kDeltaBits)) || delta >= kLimit ||
@@ -279,7 +285,9 @@ class Replay {
   PeakSiteTracker peak_sites_;
   SiteSampler step_sampler_{kMaxStepPoints};
   SiteSampler time_sampler_{kMaxTimePoints};
-  uint64_t time_tick_ = 0;  // the time bucket (of kTimeTickNs) of the last event
+  // The time from which an event is in a time bucket the time sampler keeps apart from the last
+  // event's (every stride()-th bucket of kTimeTickNs is kept): a boundary, tick().
+  uint64_t next_kept_ns_ = 0;
   std::vector<Region> regions_;
   std::vector<uint32_t> open_regions_;
   // nullptr for implausible device numbers (inline: every device allocation and free asks)
@@ -306,7 +314,8 @@ class Replay {
   std::vector<FailureEvent> failures_;
   std::unordered_map<int32_t, std::pair<uint64_t, uint64_t>> meminfo_;  // device -> free, total
   uint64_t live_device_bytes_ = 0;
-  uint64_t last_time_ns_ = 0;
+  uint64_t last_time_ns_ = 0;   // seen_time's
+  uint64_t last_event_ns_ = 0;  // at()'s: the latest event
 };
 
 }  // namespace gpumemshim::analyzer

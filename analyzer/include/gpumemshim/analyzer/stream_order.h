@@ -50,11 +50,8 @@ class StreamingTimeOrder {
     }
     if (!marked_) batch_->last = std::max(batch_->last, time);
     newest_ = std::max(newest_, time);
-    if constexpr (kPointerEvents) {
-      pointers_in_order_ &= queue_.empty() || e >= queue_.back().event;
-    }
     queue_.push_back(Item{time, e});
-    if (queue_.size() >= next_round_) round(visit);
+    if (queue_.size() - head_ >= next_round_) round(visit);
     return true;
   }
 
@@ -78,10 +75,10 @@ class StreamingTimeOrder {
   // Calls f(const Event&) for every event still queued.
   template <typename F>
   void for_each_queued(F&& f) const {
-    for (const Item& i : queue_) f(i.event);
+    for (size_t i = head_; i < queue_.size(); ++i) f(queue_[i].event);
   }
 
-  size_t buffered() const { return queue_.size(); }
+  size_t buffered() const { return queue_.size() - head_; }
   size_t max_buffered() const { return max_buffered_; }
 
  private:
@@ -106,11 +103,16 @@ class StreamingTimeOrder {
   }
 
   // Emits what is safe now. Each round reads the whole queue: rounds spaced by at least what
-  // stayed keep that linear.
+  // stayed keep that linear. A round whose bound did not move since the last one is skipped:
+  // what it would emit (events pushed since, older than a bound already passed: none in a shim's
+  // trace) is emitted by a later one just as well.
   template <typename Visit>
   [[gnu::noinline]] void round(Visit& visit) {
-    emit(bound(), visit);
-    next_round_ = std::max(kMinRound, 2 * queue_.size());
+    const uint64_t b = bound();
+    if (b != last_bound_ || !rounds_) emit(b, visit);
+    last_bound_ = b;
+    rounds_ = true;
+    next_round_ = std::max(kMinRound, 2 * buffered());
   }
 
   // Events at or before this time cannot be preceded by one still to come.
@@ -122,85 +124,88 @@ class StreamingTimeOrder {
     return std::max(b, mark_bound_);
   }
 
-  // The queued events at or before `bound`, in (time, file order): taken out of the queue (the
-  // rest keeps file order) and put in that order by a stable LSD radix sort of 8-byte keys, the
-  // time above the event's place in the file, unless they came in order (one thread's events).
-  // For pointer events (records in a mapped file, queued in file order) the place is the offset
-  // from the first one queued, so the sorted keys name the records themselves; for other events it
-  // is the place among the ready ones.
+  // The queued events at or before `bound`, in (time, file order), taken out of the queue (the
+  // rest keeps file order). In a file whose flushes are in time order (the shim merges each one)
+  // they are the queue's start, in order but for a few stragglers a short way behind their place:
+  // they are visited where they are, after insertion moved the stragglers. Anything else is put in
+  // order by a stable LSD radix sort of 8-byte keys, the time above the event's place.
   template <typename Visit>
   void emit(uint64_t bound, Visit& visit) {
-    max_buffered_ = std::max(max_buffered_, queue_.size());
-    if (queue_.empty()) return;
-    // Every ready time is in [base, top]: nothing older than the last emitted event is queued.
-    const uint64_t base = emitted_time_, top = std::min(bound, newest_);
-    int place_bits = 0;
-    if constexpr (kPointerEvents) {
-      if (!pointers_in_order_) return emit_by_stable_sort(bound, visit);
-      place_bits = bit_width(static_cast<uint64_t>(queue_.back().event - queue_.front().event));
-    } else {
-      place_bits = bit_width(queue_.size() - 1);
+    max_buffered_ = std::max(max_buffered_, buffered());
+    // The queue is queue_[head_, size): q[0, size).
+    Item* const q = queue_.data() + head_;
+    const size_t size = buffered();
+    // The tail of events not ready stays where it is; before it, the ready ones go to the front
+    // and the others aside, both in file order. The common case moves nothing.
+    size_t end = size;
+    while (end > 0 && q[end - 1].time > bound) --end;
+    // The ready start, and where its time order first breaks (SIZE_MAX: nowhere).
+    size_t n = 0, unsorted = SIZE_MAX;
+    for (uint64_t last = 0; n < end && q[n].time <= bound; ++n) {
+      if (q[n].time < last && unsorted == SIZE_MAX) unsorted = n;
+      last = q[n].time;
     }
-    const int time_bits = bit_width(top - base);
-    if (time_bits + place_bits > 64 || queue_.size() > UINT32_MAX)
-      return emit_by_stable_sort(bound, visit);
-    const Layout layout = Layout::of(time_bits, place_bits);
-    const Event first = queue_.front().event;
-    // Grown, never shrunk: a round's buffers are reused without being cleared.
-    if (keys_.size() < queue_.size()) keys_.resize(queue_.size());
-    if constexpr (!kPointerEvents) {
-      if (ready_events_.size() < queue_.size()) ready_events_.resize(queue_.size());
-    }
-    count_.assign(layout.buckets, 0);
-    size_t kept = 0, n = 0;
-    uint64_t last_key = 0;
-    bool in_order = true;
-    for (size_t i = 0; i < queue_.size(); ++i) {
-      const Item& it = queue_[i];
-      if (it.time <= bound) {
-        uint64_t place;
-        if constexpr (kPointerEvents) {
-          place = static_cast<uint64_t>(it.event - first);
-        } else {
-          ready_events_[n] = it.event;
-          place = n;
-        }
-        const uint64_t key = ((it.time - base) << place_bits) | place;
-        in_order &= key >= last_key;
-        last_key = std::max(last_key, key);
-        keys_[n++] = key;
-        ++count_[layout.digit(key, 0)];
+    held_.clear();
+    for (size_t i = n; i < end; ++i) {
+      if (q[i].time <= bound) {
+        q[n++] = q[i];
+        unsorted = std::min(unsorted, n - 1);  // not checked
       } else {
-        queue_[kept++] = it;
+        held_.push_back(q[i]);
       }
     }
-    queue_.resize(kept);
-    if (n == 0) return;
-    if (!in_order && !insertion_sort_keys(n)) sort_keys(layout, n);
-    const uint64_t place_mask = (uint64_t{1} << place_bits) - 1;
-    auto event_of = [&](uint64_t key) -> Event {
-      if constexpr (kPointerEvents)
-        return first + (key & place_mask);
-      else
-        return ready_events_[key & place_mask];
-    };
-    for (size_t i = 0; i < n; ++i) {
-      if constexpr (kPointerEvents) {
-        // The records are long out of the cache: fetched ahead, both cache lines a record of up
-        // to kTargetBytes can span (a 2.x Alloc is 50 bytes, across two lines most of the time).
-        constexpr size_t kAhead = 8;
-        if (i + kAhead < n) {
-          const Event target = event_of(keys_[i + kAhead]);
-          __builtin_prefetch(target);
-          __builtin_prefetch(target + (kTargetBytes - 1));
+    if (n > 0) {
+      if (unsorted < n && !insertion_sort(q, unsorted, n)) sort_by_keys(q, n);
+      for (size_t i = 0; i < n; ++i) {
+        if constexpr (kPointerEvents) {
+          // The records are long out of the cache: fetched ahead, both cache lines a record of up
+          // to kTargetBytes can span (a 2.x Alloc is 50 bytes, across two lines most of the time).
+          constexpr size_t kAhead = 8;
+          if (i + kAhead < n) {
+            const Event target = q[i + kAhead].event;
+            __builtin_prefetch(target);
+            __builtin_prefetch(target + (kTargetBytes - 1));
+          }
         }
+        visit(static_cast<const Event&>(q[i].event));
       }
-      visit(static_cast<const Event&>(event_of(keys_[i])));
+      emitted_time_ = q[n - 1].time;  // the latest emitted
     }
-    emitted_time_ = base + (last_key >> place_bits);  // the latest emitted
+    // What stays, the held events and then the tail, ends where it was: the queue's head moves
+    // past what was emitted. The emitted space is given back (by moving what stays to the
+    // vector's start) only once it is three times what stays: each event moved a third of a time.
+    std::copy(held_.begin(), held_.end(), q + (end - held_.size()));
+    head_ += end - held_.size();
+    if (head_ >= 3 * buffered() && head_ >= kMinRound) {
+      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
   }
 
   static int bit_width(uint64_t v) { return static_cast<int>(std::bit_width(v)); }
+
+  // The ready events (the queue's first n) in time order, stably, by insertion: a round of a trace
+  // the shim wrote in time order holds a few stragglers, each a short way behind its place. Gives
+  // up past ~n/32 moves, with the events still in file order among equal times. The events before
+  // `from` are in order already.
+  static bool insertion_sort(Item* q, size_t from, size_t n) {
+    size_t budget = n / 32 + 64;
+    for (size_t i = std::max<size_t>(from, 1); i < n; ++i) {
+      if (q[i].time >= q[i - 1].time) continue;
+      const Item item = q[i];
+      size_t j = i;
+      do {
+        q[j] = q[j - 1];
+        --j;
+        if (--budget == 0) {
+          q[j] = item;
+          return false;
+        }
+      } while (j > 0 && q[j - 1].time > item.time);
+      q[j] = item;
+    }
+    return true;
+  }
 
   // The radix digits of a round's keys: the time bits above the place bits, in digits of at most
   // 13 bits (a 32 KiB count table stays in the L1 cache), as few passes as the time range needs,
@@ -221,32 +226,36 @@ class StreamingTimeOrder {
     }
   };
 
-  // A round of a trace the shim wrote in time order (each flush merged by time) holds a few
-  // stragglers, each a short way behind its place: insertion puts them there for less than one
-  // radix pass. Gives up (keys_ still a permutation, count_ still right) past ~n/32 moves.
-  bool insertion_sort_keys(size_t n) {
-    size_t budget = n / 32 + 64;
-    for (size_t i = 1; i < n; ++i) {
-      const uint64_t key = keys_[i];
-      if (key >= keys_[i - 1]) continue;
-      size_t j = i;
-      do {
-        keys_[j] = keys_[j - 1];
-        --j;
-        if (--budget == 0) {
-          keys_[j] = key;
-          return false;
-        }
-      } while (j > 0 && keys_[j - 1] > key);
-      keys_[j] = key;
+  // The ready events (the queue's first n, in file order among equal times) in time order, stably:
+  // a radix sort of keys (time - oldest, place), or, when those would not fit 64 bits (a round
+  // spanning days), a plain stable sort.
+  void sort_by_keys(Item* q, size_t n) {
+    Item* const first = q;
+    Item* const last = q + n;
+    uint64_t base = UINT64_MAX, top = 0;
+    for (const Item* it = first; it != last; ++it) {
+      base = std::min(base, it->time);
+      top = std::max(top, it->time);
     }
-    return true;
+    const int time_bits = bit_width(top - base), place_bits = bit_width(n - 1);
+    if (time_bits + place_bits > 64 || n > UINT32_MAX) {
+      std::stable_sort(first, last, [](const Item& a, const Item& b) { return a.time < b.time; });
+      return;
+    }
+    if (keys_.size() < n) keys_.resize(n);
+    for (size_t i = 0; i < n; ++i) keys_[i] = ((q[i].time - base) << place_bits) | i;
+    sort_keys(Layout::of(time_bits, place_bits), n);
+    const uint64_t place_mask = (uint64_t{1} << place_bits) - 1;
+    sorted_.resize(n);
+    for (size_t i = 0; i < n; ++i) sorted_[i] = q[keys_[i] & place_mask];
+    std::copy(sorted_.begin(), sorted_.end(), first);
   }
 
-  // The first n keys_ (with count_ holding the first pass's counts) in order. Each pass's counts
-  // are taken while the previous pass moves the keys.
+  // The first n keys_ in order. Each pass's counts are taken while the previous pass moves them.
   void sort_keys(const Layout& l, size_t n) {
     if (scratch_.size() < n) scratch_.resize(n);
+    count_.assign(l.buckets, 0);
+    for (size_t i = 0; i < n; ++i) ++count_[l.digit(keys_[i], 0)];
     for (int p = 0; p < l.passes; ++p) {
       uint32_t sum = 0;  // counts to starting places
       for (uint32_t& c : count_) {
@@ -266,32 +275,11 @@ class StreamingTimeOrder {
     }
   }
 
-  // A round whose keys would not fit 64 bits (a round spanning days), or pointer events that were
-  // not pushed in increasing order: the ready events by a plain stable sort on their time.
-  template <typename Visit>
-  void emit_by_stable_sort(uint64_t bound, Visit& visit) {
-    std::vector<Item> ready;
-    size_t kept = 0;
-    for (const Item& it : queue_) {
-      if (it.time <= bound)
-        ready.push_back(it);
-      else
-        queue_[kept++] = it;
-    }
-    queue_.resize(kept);
-    std::stable_sort(ready.begin(), ready.end(),
-                     [](const Item& a, const Item& b) { return a.time < b.time; });
-    for (const Item& it : ready) {
-      emitted_time_ = it.time;
-      visit(static_cast<const Event&>(it.event));
-    }
-  }
-
-  std::vector<Item> queue_;  // in file order
+  std::vector<Item> queue_;  // from head_ on, in file order (before it: emitted, space to reuse)
+  size_t head_ = 0;
   static constexpr bool kPointerEvents = std::is_pointer_v<Event>;
-  bool pointers_in_order_ = true;    // pointer events: every one pushed after the one before it
-  std::vector<Event> ready_events_;  // not pointers: a round's ready events, in file order
-  std::vector<uint64_t> keys_, scratch_;      // a round's ready events (emit)
+  std::vector<Item> held_, sorted_;       // a round's: events not ready before the tail, sort_by_keys'
+  std::vector<uint64_t> keys_, scratch_;  // sort_by_keys'
   std::vector<uint32_t> count_, next_count_;  // a round holds fewer than 2^32 events
   std::vector<Stream> streams_;
   struct IdHash {  // FlatMap mixes the bits itself
@@ -307,6 +295,8 @@ class StreamingTimeOrder {
   uint64_t mark_bound_ = 0;  // the one before it: nothing still to come is older
   uint64_t emitted_time_ = 0;
   size_t next_round_ = kMinRound;
+  uint64_t last_bound_ = 0;  // the last round's
+  bool rounds_ = false;      // a round ran
   size_t max_buffered_ = 0;
 };
 

@@ -81,7 +81,7 @@ class TimelineSampler {
   unsigned shift_ = kFirstWidthShift;  // bucket width: 1 << shift_ ns
   std::vector<uint64_t> base_;  // every raw site's bytes when the open bucket began
   std::vector<std::pair<uint32_t, uint64_t>> journal_;  // site changes since then
-  size_t last_capture_size_ = 0;  // a capture's likely size (its storage is reserved at once)
+  std::vector<uint64_t> nonzero_;  // a bit per site of base_: whether it holds bytes
 };
 
 }  // namespace gpumemshim::analyzer
