@@ -1,5 +1,6 @@
 #include "gpumemshim/analyzer/timeline_samples.h"
 
+#include <algorithm>
 #include <bit>
 
 namespace gpumemshim::analyzer {
@@ -43,17 +44,25 @@ void TimelineSampler::close_bucket() {
   if (high_.journal_pos < low_.journal_pos) std::swap(marks[0], marks[1]);
   size_t applied = 0;
   auto apply_to = [&](size_t pos) {
-    for (; applied < pos; ++applied) {
-      auto [site, bytes] = journal_[applied];
-      if (site >= base_.size()) {
-        base_.resize(site + 1, 0);
-        nonzero_.resize(base_.size() / 64 + 1, 0);
-      }
-      base_[site] = bytes;
-      const uint64_t bit = uint64_t{1} << (site & 63);
-      uint64_t& word = nonzero_[site >> 6];
-      word = bytes != 0 ? word | bit : word & ~bit;
+    // Every site the journal names is in base_ first: the loop then keeps its state in registers.
+    uint32_t top = 0;
+    for (size_t i = applied; i < pos; ++i) top = std::max(top, journal_[i].first);
+    if (applied < pos && top >= base_.size()) {
+      base_.resize(size_t{top} + 1, 0);
+      nonzero_.resize(base_.size() / 64 + 1, 0);
     }
+    const std::pair<uint32_t, uint64_t>* change = journal_.data() + applied;
+    const std::pair<uint32_t, uint64_t>* const end = journal_.data() + pos;
+    uint64_t* const base = base_.data();
+    uint64_t* const nonzero = nonzero_.data();
+    for (; change != end; ++change) {
+      const auto [site, bytes] = *change;
+      base[site] = bytes;
+      const uint64_t bit = uint64_t{1} << (site & 63);
+      uint64_t& word = nonzero[site >> 6];
+      word = (word & ~bit) | (bit & (uint64_t{0} - static_cast<uint64_t>(bytes != 0)));  // no branch
+    }
+    applied = pos;
   };
   for (const Mark* m : marks) {
     apply_to(m->journal_pos);

@@ -75,13 +75,17 @@ class RecordReader {
     if (!has_fixed_layout(version_)) return;
     const uint8_t* p = data_.data() + pos_;
     const uint8_t* const end = data_.data() + data_.size();
-    const uint8_t* const stop = p + std::min<size_t>(max_bytes, static_cast<size_t>(end - p));
-    constexpr uint32_t kHotTypes = (1u << static_cast<int>(RecordType::kAlloc)) |
-                                   (1u << static_cast<int>(RecordType::kFree)) |
-                                   (1u << static_cast<int>(RecordType::kTorchEvent));
-    while (p < stop && end - p >= 2) {
+    if (end - p < 2) return;
+    // Up to here a record's head (type and length) is in the file.
+    const uint8_t* const stop = p + std::min<size_t>(max_bytes, static_cast<size_t>(end - p) - 1);
+    constexpr uint64_t kHotTypes = (uint64_t{1} << static_cast<int>(RecordType::kAlloc)) |
+                                   (uint64_t{1} << static_cast<int>(RecordType::kFree)) |
+                                   (uint64_t{1} << static_cast<int>(RecordType::kTorchEvent));
+    while (p < stop) {
       const unsigned type = p[0], length = p[1];
-      if (type >= 32 || !((kHotTypes >> type) & 1) || length >= 0x80 || length < kFixedTimeAndThreadSize ||
+      // A hot type; a one-byte length holding at least the time and thread; the whole record.
+      if (!((kHotTypes >> (type & 63)) & (type < 64)) ||
+          length - kFixedTimeAndThreadSize >= 0x80 - kFixedTimeAndThreadSize ||
           length > static_cast<size_t>(end - p) - 2)
         break;
       if (!hot(p)) break;
