@@ -17,6 +17,7 @@ DeviceMemoryTrack* Replay::new_device_track(int32_t device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
   if (static_cast<size_t>(device) >= devices_.size())
     devices_.resize(static_cast<size_t>(device) + 1);
+  device_count_ = devices_.size();
   DeviceMemoryTrack& d = devices_[static_cast<size_t>(device)];
   d.device = device;
   d.seen = true;

@@ -74,7 +74,7 @@ class LiveTable {
   // rest of its run back without hashing them again. The caller hashes a key once for all maps.
   class Index {
    public:
-    Index() : slots_(16) {}
+    Index() : slots_(16), mask_(15) {}
     size_t find(const Key& k, uint64_t h) const {
       for (size_t i = h & mask();; i = (i + 1) & mask()) {
         const Slot& s = slots_[i];
@@ -83,7 +83,7 @@ class LiveTable {
       }
     }
     std::pair<uint32_t*, bool> try_emplace(const Key& k, uint64_t h) {
-      if ((size_ + 1) * 2 > slots_.size()) grow();
+      if ((size_ + 1) * 2 > mask_ + 1) grow();
       uint32_t dist = 1;
       for (size_t i = h & mask();; i = (i + 1) & mask(), ++dist) {
         Slot& s = slots_[i];
@@ -130,15 +130,17 @@ class LiveTable {
       uint32_t number = 0;
       uint32_t dist = 0;  // 0: empty; else 1 + how far past its home slot it lies
     };
-    size_t mask() const { return slots_.size() - 1; }
+    size_t mask() const { return mask_; }  // kept: the slots' count is a load and a shift away
     void grow() {
       std::vector<Slot> old = std::move(slots_);
       slots_.assign(old.size() * 2, Slot{});
+      mask_ = slots_.size() - 1;
       size_ = 0;
       for (const Slot& s : old)
         if (s.dist != 0) *try_emplace(s.key, mix(s.key)).first = s.number;
     }
     std::vector<Slot> slots_;
+    size_t mask_;
     size_t size_ = 0;
   };
 

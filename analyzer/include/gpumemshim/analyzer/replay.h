@@ -292,7 +292,7 @@ class Replay {
   std::vector<uint32_t> open_regions_;
   // nullptr for implausible device numbers (inline: every device allocation and free asks)
   DeviceMemoryTrack* device_track(int32_t device) {
-    if (static_cast<size_t>(device) < devices_.size()) [[likely]] {  // negative ones are huge
+    if (static_cast<size_t>(device) < device_count_) [[likely]] {  // negative ones are huge
       DeviceMemoryTrack& d = devices_[static_cast<size_t>(device)];
       if (d.seen) [[likely]]
         return &d;
@@ -301,6 +301,7 @@ class Replay {
   }
   DeviceMemoryTrack* new_device_track(int32_t device);
   std::vector<DeviceMemoryTrack> devices_;
+  size_t device_count_ = 0;  // devices_.size(), without a division by the track's size per event
   std::vector<OomEvent> ooms_;
 
   struct AddressHash {  // FlatMap mixes the bits itself
