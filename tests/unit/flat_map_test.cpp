@@ -101,3 +101,38 @@ TEST_P(LiveTablePeriod, MatchesUnorderedMapUnderRandomInsertsAndErases) {
   t.erase_slot(t.find_slot(1));
   EXPECT_EQ(t.try_emplace(2).first, freed);
 }
+
+// Keys whose hashes are equal (here, all of a few hashes) pile up in long runs from the same home:
+// they must still be told apart, and an erase must shift such runs right.
+TEST(LiveTable, KeysWithEqualHashesStayApart) {
+  struct FewHashes {
+    size_t operator()(uint64_t k) const noexcept { return static_cast<size_t>(k % 5); }
+  };
+  struct Rec {
+    uint64_t a = 0;
+  };
+  std::mt19937_64 rng(3);
+  gpumemshim::analyzer::LiveTable<uint64_t, Rec, FewHashes> t(16);
+  std::unordered_map<uint64_t, uint64_t> ref;
+  for (int i = 0; i < 20000; ++i) {
+    const uint64_t key = 1000 + rng() % 300;
+    if (rng() % 2 == 0) {
+      auto [r, inserted] = t.try_emplace(key);
+      ASSERT_EQ(inserted, ref.count(key) == 0);
+      if (!inserted) {
+        ASSERT_EQ(r->a, ref[key]);
+      }
+      r->a = static_cast<uint64_t>(i);
+      ref[key] = r->a;
+    } else {
+      const size_t slot = t.find_slot(key);
+      ASSERT_EQ(slot != t.kNone, ref.count(key) == 1);
+      if (slot != t.kNone) {
+        ASSERT_EQ(t.at_slot(slot).a, ref[key]);
+        t.erase_slot(slot);
+        ref.erase(key);
+      }
+    }
+    ASSERT_EQ(t.size(), ref.size());
+  }
+}
