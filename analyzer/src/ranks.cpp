@@ -25,7 +25,7 @@ std::string rank_label(const RankEntry& e) {
 std::string where(const std::vector<Frame>& stack) {
   if (stack.empty()) return "(no stack recorded)";
   const Frame& f = stack.front();
-  std::string fn = f.function.empty() ? fmt::format("{:#x}", f.pc) : f.function;
+  std::string fn = f.function.empty() ? pc_hex(f.pc) : f.function;
   if (f.file.empty()) return fn;
   return f.line ? fmt::format("{} at {}:{}", fn, f.file, f.line) : fmt::format("{} at {}", fn, f.file);
 }

@@ -60,7 +60,7 @@ void disambiguate_labels(std::vector<TimelineSite>& sites) {
 std::string frame_label(const std::vector<Frame>& stack) {
   if (stack.empty()) return "(no stack recorded)";
   const Frame& f = stack.front();
-  std::string fn = f.function.empty() ? fmt::format("{:#x}", f.pc) : f.function;
+  std::string fn = f.function.empty() ? pc_hex(f.pc) : f.function;
   if (!f.file.empty())
     return f.line ? fmt::format("{}:{} {}", base_name(f.file), f.line, fn)
                   : fmt::format("{} {}", base_name(f.file), fn);
