@@ -3,19 +3,29 @@
 # realistic traces with bench/gen_trace and times `gpumemshim report --format json` on each, pinned
 # to one core (--jobs 1: the target's figure), then on two cores with the default --jobs (the
 # replay on a thread of its own, what one big trace gets on a workstation). Prints one table row
-# per trace size, all measured in this one run.
+# per trace size and build, all measured in this one run.
 #
 #   bash bench/analyzer_throughput.sh [BUILD_DIR] [EVENTS...]     (default: build 50000000)
 #   GPUMEMSHIM_BENCH_DIR=/big/disk ...   where the traces go (default: a temp dir, removed after)
+#   GPUMEMSHIM_BENCH_ROUNDS=N ...        rounds per measurement: the best and the median are shown
+#   GPUMEMSHIM_BASELINE=/other/bin/gpumemshim ...  another build's CLI, timed in the same rounds,
+#                                        interleaved with this one's (a side-by-side comparison on a
+#                                        machine whose speed drifts)
 set -euo pipefail
 
 build=${1:-build}
 shift || true
 sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(50000000)
-cli="$build/bin/gpumemshim"
+rounds=${GPUMEMSHIM_BENCH_ROUNDS:-1}
+clis=("$build/bin/gpumemshim")
+names=("$build")
+if [ -n "${GPUMEMSHIM_BASELINE:-}" ]; then
+  clis+=("$GPUMEMSHIM_BASELINE")
+  names+=("baseline $GPUMEMSHIM_BASELINE")
+fi
 gen="$build/bench/gen_trace"
-for tool in "$cli" "$gen" /usr/bin/time taskset; do
+for tool in "${clis[@]}" "$gen" /usr/bin/time taskset; do
   [ -x "$tool" ] || command -v "$tool" >/dev/null || { echo "missing $tool" >&2; exit 2; }
 done
 
@@ -23,29 +33,42 @@ elapsed() {  # /usr/bin/time -v output -> seconds
   awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, p, ":"); s = 0;
               for (i = 1; i <= n; ++i) s = s * 60 + p[i]; print s}' "$1"
 }
+best_median() {  # seconds... -> "best median"
+  printf '%s\n' "$@" | sort -n | awk '{a[NR] = $1} END {print a[1], a[int((NR + 1) / 2)]}'
+}
 
 dir=${GPUMEMSHIM_BENCH_DIR:-$(mktemp -d)}
 [ -n "${GPUMEMSHIM_BENCH_DIR:-}" ] || trap 'rm -rf "$dir"' EXIT
 
-printf '| events | trace bytes | seconds | M events/s | peak RSS MiB | RSS bytes/event | 2 cores s | 2 cores M events/s |\n'
-printf '|---:|---:|---:|---:|---:|---:|---:|---:|\n'
+printf '| events | build | trace bytes | seconds (best) | median | M events/s (best) | peak RSS MiB | RSS bytes/event | 2 cores s | 2 cores M events/s |\n'
+printf '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 for n in "${sizes[@]}"; do
   # format 2.0 in the ordered flushes of today's shim (a cached gen.N.v2.trace has the thread
   # batches of older shims, gen.N.trace is 1.1: neither is reused)
   trace="$dir/gen.$n.v2o.trace"
   [ -s "$trace" ] || "$gen" "$trace" "$n" 2>/dev/null
-  /usr/bin/time -v -o "$dir/time.txt" taskset -c 0 "$cli" report --format json --jobs 1 --quiet \
-    -o /dev/null "$trace"
-  secs=$(elapsed "$dir/time.txt")
-  rss_kb=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$dir/time.txt")
-  two=0
-  if [ "$(nproc)" -ge 2 ]; then
-    /usr/bin/time -v -o "$dir/time2.txt" taskset -c 0,1 "$cli" report --format json --quiet \
-      -o /dev/null "$trace"
-    two=$(elapsed "$dir/time2.txt")
-  fi
   bytes=$(stat -L -c %s "$trace")
-  awk -v n="$n" -v b="$bytes" -v s="$secs" -v r="$rss_kb" -v t="$two" 'BEGIN {
-    printf "| %d | %d | %.2f | %.2f | %.0f | %.1f | %s | %s |\n", n, b, s, n / s / 1e6, r / 1024, r * 1024 / n,
-      (t > 0 ? sprintf("%.2f", t) : "-"), (t > 0 ? sprintf("%.2f", n / t / 1e6) : "-") }'
+  declare -A one=() two=() rss=()
+  for ((r = 0; r < rounds; ++r)); do
+    for i in "${!clis[@]}"; do
+      /usr/bin/time -v -o "$dir/time.txt" taskset -c 0 "${clis[$i]}" report --format json --jobs 1 \
+        --quiet -o /dev/null "$trace"
+      one[$i]="${one[$i]:-} $(elapsed "$dir/time.txt")"
+      rss[$i]=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$dir/time.txt")
+      if [ "$(nproc)" -ge 2 ]; then
+        /usr/bin/time -v -o "$dir/time2.txt" taskset -c 0,1 "${clis[$i]}" report --format json --quiet \
+          -o /dev/null "$trace"
+        two[$i]="${two[$i]:-} $(elapsed "$dir/time2.txt")"
+      fi
+    done
+  done
+  for i in "${!clis[@]}"; do
+    read -r best median <<<"$(best_median ${one[$i]})"
+    t=0
+    [ -n "${two[$i]:-}" ] && read -r t _ <<<"$(best_median ${two[$i]})"
+    awk -v n="$n" -v name="${names[$i]}" -v b="$bytes" -v s="$best" -v m="$median" -v r="${rss[$i]}" -v t="$t" 'BEGIN {
+      printf "| %d | %s | %d | %.2f | %.2f | %.2f | %.0f | %.1f | %s | %s |\n", n, name, b, s, m, n / s / 1e6,
+        r / 1024, r * 1024 / n, (t > 0 ? sprintf("%.2f", t) : "-"), (t > 0 ? sprintf("%.2f", n / t / 1e6) : "-") }'
+  done
+  unset one two rss
 done
