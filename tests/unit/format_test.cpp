@@ -618,3 +618,49 @@ TEST(FormatLayouts, VersionsRead) {
   zero.header_version(0, 9);
   EXPECT_NE(gf::RecordReader(span_of(zero)).read_header().find("not supported"), std::string::npos);
 }
+
+// RecordReader::next_hot frames a 2.x file's run of hot records and stops, at the right byte, at
+// anything else (another type, a record it cannot frame whole, the byte budget); next() reads on
+// from there. A 1.x file's hot records are next()'s alone.
+TEST(FormatReader, NextHotFramesRunsOfHotRecordsAndStopsBeforeTheRest) {
+  TraceBuilder t;
+  t.alloc(0x1000, 64).free(0x1000).torch(gf::TorchAction::kAlloc, 0x2000, 32);
+  t.marker(gf::MarkerKind::kStep, "a step marker, long enough to be framed like a hot record");
+  t.alloc(0x3000, 64).alloc(0x4000, 64).alloc(0x5000, 64);
+  t.mutable_bytes().pop_back();  // the last one truncated by a byte
+  gf::RecordReader reader(span_of(t));
+  ASSERT_EQ(reader.read_header(), "");
+  std::vector<gf::RecordType> hot;
+  auto take = [&](const uint8_t* rec) {
+    hot.push_back(static_cast<gf::RecordType>(rec[0]));
+    EXPECT_EQ(rec[1], gf::fixed_payload_size(static_cast<gf::RecordType>(rec[0])));
+    return true;
+  };
+  reader.next_hot(1 << 20, take);
+  EXPECT_EQ(hot, (std::vector<gf::RecordType>{gf::RecordType::kAlloc, gf::RecordType::kFree,
+                                              gf::RecordType::kTorchEvent}));
+  gf::RawRecord raw;
+  ASSERT_EQ(reader.next(raw), gf::ReadStatus::kRecord);  // the marker
+  EXPECT_EQ(raw.type, gf::RecordType::kMarker);
+  hot.clear();
+  reader.next_hot(1, take);  // a budget of one byte: one record (it starts within the budget)
+  EXPECT_EQ(hot.size(), 1u);
+  reader.next_hot(1 << 20, [&](const uint8_t* rec) {  // refused: the position stays at it
+    hot.push_back(static_cast<gf::RecordType>(rec[0]));
+    return false;
+  });
+  EXPECT_EQ(hot.size(), 2u);
+  reader.next_hot(1 << 20, take);  // the refused one again, then the truncated one is left
+  EXPECT_EQ(hot.size(), 3u);
+  EXPECT_EQ(reader.next(raw), gf::ReadStatus::kTruncated);
+
+  TraceBuilder old(gf::kVersion1_1);
+  old.alloc(0x1000, 64);
+  gf::RecordReader v1(span_of(old));
+  ASSERT_EQ(v1.read_header(), "");
+  hot.clear();
+  v1.next_hot(1 << 20, take);
+  EXPECT_TRUE(hot.empty());
+  ASSERT_EQ(v1.next(raw), gf::ReadStatus::kRecord);
+  EXPECT_EQ(raw.type, gf::RecordType::kAlloc);
+}
