@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpumemshim/analyzer/flat_map.h"
 
 namespace gpumemshim::analyzer {
 
@@ -31,7 +32,7 @@ class LiveTable {
   // (a fresh one is value-initialized, a reused one holds what it last held). Pointers stay valid
   // until the next insert or erase. Inline, as are the lookup and the erase: one call per event.
   [[gnu::always_inline]] std::pair<Record*, bool> try_emplace(const Key& k) {
-    const uint64_t h = mix(k);
+    const uint64_t h = Index::hash(k);
     if (const size_t older = find_older(k, h); older != kNone) return {&at_slot(older), false};
     auto [number, inserted] = maps_[kYoung].try_emplace(k, h);
     if (!inserted) return {&records_[*number].record, false};
@@ -50,15 +51,15 @@ class LiveTable {
 
   static constexpr size_t kNone = SIZE_MAX;
   [[gnu::always_inline]] size_t find_slot(const Key& k) const {
-    const uint64_t h = mix(k);
-    if (const size_t s = maps_[kYoung].find(k, h); s != kNone) return s;
+    const uint64_t h = Index::hash(k);
+    if (const size_t s = maps_[kYoung].find_slot(k, h); s != kNone) return s;
     return find_older(k, h);
   }
-  Record& at_slot(size_t slot) { return records_[maps_[slot >> kMapShift].number(slot & kSlotMask)].record; }
+  Record& at_slot(size_t slot) { return records_[maps_[slot >> kMapShift].at_slot(slot & kSlotMask)].record; }
   [[gnu::always_inline]] void erase_slot(size_t slot) {
     Index& m = maps_[slot >> kMapShift];
-    free_.push_back(m.number(slot & kSlotMask));
-    m.erase(slot & kSlotMask);
+    free_.push_back(m.at_slot(slot & kSlotMask));
+    m.erase_slot(slot & kSlotMask);
   }
 
   size_t size() const { return maps_[kYoung].size() + maps_[kPrevious].size() + maps_[kOld].size(); }
@@ -69,98 +70,18 @@ class LiveTable {
   }
 
  private:
-  // An index of keys to record numbers: open addressing, linear probing, at most half full,
-  // 16-byte slots (for 8-byte keys) that keep their distance from home, so an erase moves the
-  // rest of its run back without hashing them again. The caller hashes a key once for all maps.
-  class Index {
-   public:
-    Index() : slots_(16), mask_(15) {}
-    size_t find(const Key& k, uint64_t h) const {
-      for (size_t i = h & mask();; i = (i + 1) & mask()) {
-        const Slot& s = slots_[i];
-        if (s.dist == 0) return kNone;
-        if (s.key == k) return i;
-      }
-    }
-    std::pair<uint32_t*, bool> try_emplace(const Key& k, uint64_t h) {
-      if ((size_ + 1) * 2 > mask_ + 1) grow();
-      uint32_t dist = 1;
-      for (size_t i = h & mask();; i = (i + 1) & mask(), ++dist) {
-        Slot& s = slots_[i];
-        if (s.dist == 0) {
-          s.key = k;
-          s.number = 0;
-          s.dist = dist;
-          ++size_;
-          return {&s.number, true};
-        }
-        if (s.key == k) return {&s.number, false};
-      }
-    }
-    uint32_t number(size_t i) const { return slots_[i].number; }
-    // Backward shift: each later member of the run moves into the hole when its home allows
-    // (its distance from home covers the gap).
-    void erase(size_t i) {
-      for (size_t j = (i + 1) & mask(); slots_[j].dist != 0; j = (j + 1) & mask()) {
-        const auto gap = static_cast<uint32_t>((j - i) & mask());
-        if (slots_[j].dist > gap) {
-          slots_[i] = slots_[j];
-          slots_[i].dist -= gap;
-          i = j;
-        }
-      }
-      slots_[i].dist = 0;
-      --size_;
-    }
-    // Empties the index, keeping its slots (refilled to about the same size every generation).
-    void clear() {
-      for (Slot& s : slots_) s.dist = 0;
-      size_ = 0;
-    }
-    size_t size() const { return size_; }
-    template <typename F>
-    void for_each(F&& f) const {
-      for (const Slot& s : slots_)
-        if (s.dist != 0) f(s.key, s.number);
-    }
-
-   private:
-    struct Slot {
-      Key key{};
-      uint32_t number = 0;
-      uint32_t dist = 0;  // 0: empty; else 1 + how far past its home slot it lies
-    };
-    size_t mask() const { return mask_; }  // kept: the slots' count is a load and a shift away
-    void grow() {
-      std::vector<Slot> old = std::move(slots_);
-      slots_.assign(old.size() * 2, Slot{});
-      mask_ = slots_.size() - 1;
-      size_ = 0;
-      for (const Slot& s : old)
-        if (s.dist != 0) *try_emplace(s.key, mix(s.key)).first = s.number;
-    }
-    std::vector<Slot> slots_;
-    size_t mask_;
-    size_t size_ = 0;
-  };
+  // Key -> record number; a key is hashed once (FlatMap::hash) for all three.
+  using Index = FlatMap<Key, uint32_t, Hash>;
 
   // Slot numbers name their map in the top two bits.
   static constexpr int kMapShift = 62;
   static constexpr size_t kSlotMask = (size_t{1} << kMapShift) - 1;
   static constexpr size_t kYoung = 0, kPrevious = 1, kOld = 2;
 
-  // Mixed: keys like 2 MiB-aligned addresses share their low bits.
-  static uint64_t mix(const Key& k) {
-    uint64_t h = static_cast<uint64_t>(Hash{}(k));
-    h ^= h >> 31;
-    h *= 0xBF58476D1CE4E5B9ull;
-    return h ^ (h >> 29);
-  }
-
   size_t find_older(const Key& k, uint64_t h) const {
-    if (const size_t s = maps_[kPrevious].find(k, h); s != kNone) return s | (kPrevious << kMapShift);
+    if (const size_t s = maps_[kPrevious].find_slot(k, h); s != kNone) return s | (kPrevious << kMapShift);
     if (maps_[kOld].size() == 0 || !maybe_old(h)) return kNone;
-    if (const size_t s = maps_[kOld].find(k, h); s != kNone) return s | (kOld << kMapShift);
+    if (const size_t s = maps_[kOld].find_slot(k, h); s != kNone) return s | (kOld << kMapShift);
     return kNone;
   }
 
@@ -186,14 +107,14 @@ class LiveTable {
     const bool rebuild = (old_bits_.size() * 64 < 8 * old_keys && old_bits_.size() < (size_t{1} << 26)) ||
                          marked > 2 * old_keys + 4096;
     previous.for_each([&](const Key& k, uint32_t number) {
-      const uint64_t h = mix(k);
+      const uint64_t h = Index::hash(k);
       *old.try_emplace(k, h).first = number;
       if (!rebuild) mark_old(h);
     });
     marked_ = marked;
     if (rebuild) {
       old_bits_.assign(std::min<size_t>(size_t{1} << 26, std::max<size_t>(512, std::bit_ceil(8 * old_keys) / 64)), 0);
-      old.for_each([&](const Key& k, uint32_t) { mark_old(mix(k)); });
+      old.for_each([&](const Key& k, uint32_t) { mark_old(Index::hash(k)); });
       marked_ = old_keys;
     }
     std::swap(previous, young);

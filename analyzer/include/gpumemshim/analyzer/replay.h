@@ -181,8 +181,6 @@ class Replay {
   std::vector<uint64_t> group_peaks_from_log(const std::vector<uint32_t>& group_of) const;
 
  private:
-  // Inline (with site_of, site_add and site_sub) in alloc and free: a call each costs more than
-  // their work.
   // Inline (defined in replay.cpp, its only user; so are site_of, site_add and site_sub) in alloc
   // and free: a call each cost more than their work.
   [[gnu::always_inline]] inline void forget(const LiveAlloc& a);  // takes a live allocation out of every count (not the map)
@@ -304,7 +302,7 @@ class Replay {
   size_t device_count_ = 0;  // devices_.size(), without a division by the track's size per event
   std::vector<OomEvent> ooms_;
 
-  struct AddressHash {  // FlatMap mixes the bits itself
+  struct AddressHash {  // LiveTable mixes the bits itself
     size_t operator()(uint64_t a) const noexcept { return static_cast<size_t>(a); }
   };
   // Live allocations by address, one table per address class (address_key.h): 16-byte index

@@ -78,13 +78,10 @@ class RecordReader {
     if (end - p < 2) return;
     // Up to here a record's head (type and length) is in the file.
     const uint8_t* const stop = p + std::min<size_t>(max_bytes, static_cast<size_t>(end - p) - 1);
-    constexpr uint64_t kHotTypes = (uint64_t{1} << static_cast<int>(RecordType::kAlloc)) |
-                                   (uint64_t{1} << static_cast<int>(RecordType::kFree)) |
-                                   (uint64_t{1} << static_cast<int>(RecordType::kTorchEvent));
     while (p < stop) {
-      const unsigned type = p[0], length = p[1];
+      const unsigned length = p[1];
       // A hot type; a one-byte length holding at least the time and thread; the whole record.
-      if (!((kHotTypes >> (type & 63)) & (type < 64)) ||
+      if (!is_fixed_layout_type(static_cast<RecordType>(p[0])) ||
           length - kFixedTimeAndThreadSize >= 0x80 - kFixedTimeAndThreadSize ||
           length > static_cast<size_t>(end - p) - 2)
         break;
