@@ -20,6 +20,7 @@
 #include "../stack/python_stack.h"
 #include "clock.h"
 #include "flush_order.h"
+#include "in_flight.h"
 #include "gpumemshim/format/encoder.h"
 #include "thread_state.h"
 #include "trace_file.h"
@@ -143,6 +144,22 @@ bool flush_in_time_order(uint64_t cut) {
   return any;
 }
 
+// The flusher's previous mark: the bound for a thread caught reading the clock (in_flight.h).
+uint64_t g_previous_mark = 0;
+
+// The time of the mark that ends a flush cut at `cut`, read before the flush takes any ring: no
+// record a thread has still to buffer is older.
+uint64_t mark_time(uint64_t cut) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the cut is read before any thread's word
+  uint64_t mark = cut;
+  for (auto& slot : g_slots) {
+    if (ThreadState* s = slot.load(std::memory_order_acquire))
+      mark = s->in_flight.bound(mark, g_previous_mark);
+  }
+  g_previous_mark = mark;
+  return mark;
+}
+
 bool flush_in_time_order_now(uint64_t cut) {
   while (g_ordered_busy.test_and_set(std::memory_order_acquire)) sched_yield();
   bool any = flush_in_time_order(cut);
@@ -181,14 +198,15 @@ void* flusher_main(void*) {
     seen = g_flush_wakes.load(std::memory_order_acquire);  // a wake from now on: flush again soon
     if (!g_flusher_running.load(std::memory_order_acquire)) return nullptr;
     if (g_status.load(std::memory_order_acquire) != kRecording) continue;
-    // The cut: a record made by it is in this flush or an earlier one (unless its thread read the
-    // clock just before and buffered it just after its ring was taken), so the analyzer can order
-    // everything up to the mark before this one without waiting for more (a one-thread trace
-    // would otherwise be held for the analyzer's whole idle window).
+    // The cut: a record made by it is in this flush or an earlier one, unless its thread read the
+    // clock before and buffered it after its ring was taken; the mark is early enough for those
+    // (in_flight.h). So the analyzer can order everything up to a mark without waiting for more
+    // (a one-thread trace would otherwise be held for the analyzer's whole idle window).
     const uint64_t cut = monotonic_ns() - g_start_mono_ns;
+    const uint64_t mark = mark_time(cut);
     if (flush_in_time_order_now(cut)) {
       uint8_t buf[16];
-      g_file.write_direct(buf, fmtrec::encode(buf, sizeof buf, fmtrec::FlushRecord{cut}));
+      g_file.write_direct(buf, fmtrec::encode(buf, sizeof buf, fmtrec::FlushRecord{mark}));
     }
     g_file.write_new_modules();
   }
@@ -231,6 +249,7 @@ void fork_child() {
     ThreadState* s = slot.load();
     if (!s) continue;
     s->ring.reset_after_fork();
+    s->in_flight.reset();  // a thread of the parent caught making a record
     if (s != t_state) s->dead.store(true);
   }
   if (t_state) {  // the child's file has none of them yet
@@ -299,6 +318,7 @@ ThreadState* claim_state() {
     ThreadState* s = slot.load(std::memory_order_acquire);
     bool dead = true;
     if (s && s->dead.load() && s->dead.compare_exchange_strong(dead, false)) {
+      s->in_flight.reset();
       s->stacks.clear();
       s->py_codes.clear();
       return s;
@@ -339,13 +359,17 @@ inline ThreadState* recording_thread() {
   return s;
 }
 
+// Buffers the record encoded in s->scratch (n bytes; 0: it did not fit and is dropped rather than
+// truncated), then ends the thread's in-flight time.
 inline void commit(ThreadState* s, size_t n) {
-  if (n == 0) return;  // did not fit the scratch: dropped rather than truncated
-  if (!s->ring.has_room(n)) s->ring.drain(g_file.fd());
-  const size_t pending = s->ring.append(s->scratch, n);
-  if (pending >= kWakeAtBytes && pending - n < kWakeAtBytes) [[unlikely]] wake_flusher();
-  if (!s->registered || g_finalized.load(std::memory_order_relaxed)) [[unlikely]]
-    s->ring.drain(g_file.fd());
+  if (n != 0) [[likely]] {
+    if (!s->ring.has_room(n)) s->ring.drain(g_file.fd());
+    const size_t pending = s->ring.append(s->scratch, n);
+    if (pending >= kWakeAtBytes && pending - n < kWakeAtBytes) [[unlikely]] wake_flusher();
+    if (!s->registered || g_finalized.load(std::memory_order_relaxed)) [[unlikely]]
+      s->ring.drain(g_file.fd());
+  }
+  s->in_flight.end();
 }
 
 template <typename Record>
@@ -425,6 +449,9 @@ inline uint64_t python_or_native_stack(ThreadState* s, const char* grad_fn) {
 
 inline uint64_t now() { return monotonic_ns() - g_start_mono_ns; }
 
+// A timed record's time, published as in flight until commit() buffers the record (in_flight.h).
+inline uint64_t record_time(ThreadState* s) { return s->in_flight.begin(now); }
+
 }  // namespace
 
 void set_paused(bool paused) { g_paused.store(paused, std::memory_order_relaxed); }
@@ -440,14 +467,14 @@ void record_alloc(Api api, MemoryKind kind, int device, uint64_t stream, uint64_
   ThreadState* s = recording_thread();
   if (!s) return;
   uint64_t stack = current_stack(s);
-  emit(s, fmtrec::AllocRecord{now(), s->thread_id, device, stream, api, kind, address, size, stack});
+  emit(s, fmtrec::AllocRecord{record_time(s), s->thread_id, device, stream, api, kind, address, size, stack});
 }
 
 void record_free(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t address) {
   ThreadState* s = recording_thread();
   if (!s) return;
   uint64_t stack = current_stack(s);
-  emit(s, fmtrec::FreeRecord{now(), s->thread_id, device, stream, api, kind, address, stack, 0});
+  emit(s, fmtrec::FreeRecord{record_time(s), s->thread_id, device, stream, api, kind, address, stack, 0});
 }
 
 void record_free_failed(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t address,
@@ -455,7 +482,7 @@ void record_free_failed(Api api, MemoryKind kind, int device, uint64_t stream, u
   ThreadState* s = recording_thread();
   if (!s) return;
   uint64_t stack = current_stack(s);
-  emit(s, fmtrec::FreeRecord{now(), s->thread_id, device, stream, api, kind, address, stack, error});
+  emit(s, fmtrec::FreeRecord{record_time(s), s->thread_id, device, stream, api, kind, address, stack, error});
 }
 
 void record_alloc_failed(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t size,
@@ -463,7 +490,7 @@ void record_alloc_failed(Api api, MemoryKind kind, int device, uint64_t stream, 
   ThreadState* s = recording_thread();
   if (!s) return;
   uint64_t stack = current_stack(s);
-  emit(s, fmtrec::AllocFailedRecord{now(), s->thread_id, device, stream, api, kind, size, error,
+  emit(s, fmtrec::AllocFailedRecord{record_time(s), s->thread_id, device, stream, api, kind, size, error,
                                     stack});
 }
 
@@ -475,14 +502,14 @@ void record_torch_event(fmtrec::TorchAction action, int device, uint64_t stream,
   // segment's allocation is also a cudaMalloc/cuMemCreate event with its own stack.
   bool wants_stack = action == fmtrec::TorchAction::kAlloc || action == fmtrec::TorchAction::kOom;
   uint64_t stack = wants_stack ? python_or_native_stack(s, grad_fn) : 0;
-  emit(s, fmtrec::TorchEventRecord{now(), s->thread_id, device, stream, action, address, size,
+  emit(s, fmtrec::TorchEventRecord{record_time(s), s->thread_id, device, stream, action, address, size,
                                    stack});
 }
 
 void record_mem_info(int device, uint64_t free_bytes, uint64_t total_bytes) {
   ThreadState* s = recording_thread();
   if (!s) return;
-  emit(s, fmtrec::MemInfoRecord{now(), device, free_bytes, total_bytes});
+  emit(s, fmtrec::MemInfoRecord{record_time(s), device, free_bytes, total_bytes});
 }
 
 void record_marker(fmtrec::MarkerKind kind, const char* name) {
@@ -491,7 +518,7 @@ void record_marker(fmtrec::MarkerKind kind, const char* name) {
   // Markers are rare (steps, regions, backward passes): their caller's stack is worth its cost; it
   // places regions in the source and gives autograd threads' allocations their backward() site.
   uint64_t stack = current_stack(s);
-  emit(s, fmtrec::MarkerRecord{now(), s->thread_id, kind, name ? name : "", stack});
+  emit(s, fmtrec::MarkerRecord{record_time(s), s->thread_id, kind, name ? name : "", stack});
 }
 
 }  // namespace gpumemshim::shim

@@ -5,6 +5,7 @@
 #include "../config.h"
 #include "../stack/python_stack.h"
 #include "../stack/stack_interner.h"
+#include "in_flight.h"
 #include "ring.h"
 
 namespace gpumemshim::shim {
@@ -14,6 +15,7 @@ namespace gpumemshim::shim {
 struct ThreadState {
   Ring ring;
   std::atomic<bool> dead{false};  // owner exited; a new thread may claim this state
+  InFlightClock in_flight;        // the time of the record being made, for the flusher's mark
   bool registered = false;        // false: no slot was free, drain after every record
   uint64_t thread_id = 0;
   StackInterner stacks;

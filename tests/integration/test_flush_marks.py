@@ -43,7 +43,12 @@ def records(path, with_thread=False):
         pos = payload + length
 
 
-def test_every_record_after_a_mark_is_later_than_the_mark_before(run):
+def test_every_record_after_a_mark_is_at_or_after_the_mark(run):
+    """A mark's time is the earliest of the flusher's cut and the time of any record a thread is
+    still making (shim/record/in_flight.h): a thread preempted between its clock read and its
+    buffer, on a loaded machine, buffers its record after later flushes, which must not make the
+    mark a lie. (The analyzer trusts only the mark before the latest one: older shims' marks were
+    the cut alone.) Eight threads on this machine's few cores are preempted there now and then."""
     r = run.program([SCENARIOS, "threads", 8, 20000], timeout=300)
     assert r.returncode == 0, r.stderr
     [trace] = run.traces()
@@ -55,8 +60,8 @@ def test_every_record_after_a_mark_is_later_than_the_mark_before(run):
             marks.append(time)
         elif time is not None:
             events += 1
-            if len(marks) >= 2:  # what the analyzer trusts: the mark before the latest one
-                assert time >= marks[-2], (time, marks[-2])
+            if marks:
+                assert time >= marks[-1], (time, marks[-1])
     assert events == 2 * 8 * 20000
     assert len(marks) >= 2, "the run spans several flush intervals"
     summary = run.report(trace)["summary"]
