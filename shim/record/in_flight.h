@@ -44,6 +44,13 @@ class InFlightClock {
     return std::min(mark, word - 1);
   }
 
+  // The flusher, between reading its cut and reading the words: a full fence (an atomic
+  // read-modify-write, which ThreadSanitizer models, where it does not model atomic_thread_fence).
+  static void fence_after_cut() {
+    static std::atomic<uint64_t> fence{0};
+    fence.fetch_add(0, std::memory_order_seq_cst);
+  }
+
   // For a state whose thread is gone (fork, exit): it will not finish its record.
   void reset() { word_.store(kIdle, std::memory_order_relaxed); }
 

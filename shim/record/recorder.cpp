@@ -150,7 +150,7 @@ uint64_t g_previous_mark = 0;
 // The time of the mark that ends a flush cut at `cut`, read before the flush takes any ring: no
 // record a thread has still to buffer is older.
 uint64_t mark_time(uint64_t cut) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // the cut is read before any thread's word
+  InFlightClock::fence_after_cut();
   uint64_t mark = cut;
   for (auto& slot : g_slots) {
     if (ThreadState* s = slot.load(std::memory_order_acquire))

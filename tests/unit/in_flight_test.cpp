@@ -85,7 +85,7 @@ TEST(InFlightClock, NoRecordTakenAfterAMarkIsOlderThanTheMark) {
   for (bool last = false; !last;) {
     last = running.load() == 0;
     const uint64_t cut = last ? UINT64_MAX : now();
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    InFlightClock::fence_after_cut();
     uint64_t mark = cut;
     for (Buffer& b : buffers) mark = b.in_flight.bound(mark, previous_mark);
     previous_mark = mark;
