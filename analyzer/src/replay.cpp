@@ -48,6 +48,8 @@ uint32_t Replay::add_site(const RawSite& s, int32_t device) {
   sites_.push_back(s);
   SiteHot hot;
   hot.timeline = is_timeline_site(site);
+  hot.kind = s.kind;
+  hot.device_memory = is_device_memory_kind(s.kind);
   if (site < group_of_.size()) hot.group = group_of_[site];
   site_hot_.push_back(hot);
   site_live_.push_back(0);
@@ -168,11 +170,10 @@ void Replay::alloc(const format::AllocRecord& r) {
   auto [slot, inserted] = live_[address_class(r.kind)].try_emplace(r.address);
   // A live address allocated again: we missed its free; the new allocation replaces the old one.
   if (!inserted) forget(*slot);
-  LiveAlloc& a = *slot;
-  a = LiveAlloc{r.address, r.size, r.stack_id, r.time_ns, r.device, r.api, r.kind, summary_.steps};
-  a.site = site_of(RawSite{r.stack_id, r.api, r.kind, false}, r.device);
-  if (!open_regions_.empty()) a.region = open_regions_.back();
-  site_add(a.site, r.size);
+  const uint32_t site = site_of(RawSite{r.stack_id, r.api, r.kind, false}, r.device);
+  *slot = LiveRecord{r.size, r.time_ns, site, open_region(), r.device,
+                     static_cast<uint32_t>(summary_.steps)};
+  site_add(site, r.size);
   KindCounters& k = summary_.by_kind[static_cast<uint8_t>(r.kind)];
   ++k.allocations;
   ++k.live_count;
@@ -192,14 +193,15 @@ void Replay::alloc(const format::AllocRecord& r) {
   }
 }
 
-inline void Replay::forget(const LiveAlloc& a) {
-  KindCounters& k = summary_.by_kind[static_cast<uint8_t>(a.kind)];
+inline void Replay::forget(const LiveRecord& a) {
+  const SiteHot& hot = site_hot_[a.site];
+  KindCounters& k = summary_.by_kind[static_cast<uint8_t>(hot.kind)];
   --k.live_count;
   k.live_bytes -= a.size;
   site_sub(a.site, a.size);
-  if (is_device_memory_kind(a.kind)) {
+  if (hot.device_memory) {
     live_device_bytes_ -= a.size;
-    if (a.step == summary_.steps) in_step_ -= std::min(in_step_, a.size);
+    if (in_this_step(a)) in_step_ -= std::min(in_step_, a.size);
     if (DeviceMemoryTrack* d = device_track(a.device)) d->live_device_bytes -= a.size;
   }
 }
@@ -211,16 +213,17 @@ void Replay::free(const format::FreeRecord& r) {
     ++summary_.failed_frees;
     return;
   }
-  LiveTable<uint64_t, LiveAlloc, AddressHash>& table = live_[address_class(r.kind)];
+  LiveRecords& table = live_[address_class(r.kind)];
   const size_t slot = table.find_slot(r.address);
   if (slot == table.kNone) {
     ++summary_.unmatched_frees;
     return;
   }
-  const LiveAlloc& a = table.at_slot(slot);
+  const LiveRecord& a = table.at_slot(slot);
+  const SiteHot& hot = site_hot_[a.site];
   ++summary_.frees;
-  ++summary_.by_kind[static_cast<uint8_t>(a.kind)].frees;
-  bool device = is_device_memory_kind(a.kind);
+  ++summary_.by_kind[static_cast<uint8_t>(hot.kind)].frees;
+  const bool device = hot.device_memory;
   forget(a);
   table.erase_slot(slot);  // last: a is the table's record
   if (device) timeline_point(r.time_ns);
@@ -335,19 +338,18 @@ void Replay::torch(const format::TorchEventRecord& r) {
     case format::TorchAction::kAlloc: {
       ++t.allocs;
       auto [slot, inserted] = torch_live_.try_emplace(r.address);
-      LiveAlloc& a = *slot;
+      LiveRecord& a = *slot;
       if (!inserted) {  // its free was missed: the new block replaces it
         --t.live_blocks;
         t.live_block_bytes -= a.size;
         site_sub(a.site, a.size);
         torch_allocated(a.device, 0, a.size);
       }
-      a = LiveAlloc{r.address,           r.size,         r.stack_id,
-                    r.time_ns,           r.device,       Api::kUnknown,
-                    MemoryKind::kDevice, summary_.steps, true};
-      a.site = site_of(RawSite{r.stack_id, Api::kUnknown, MemoryKind::kDevice, true}, r.device);
-      if (!open_regions_.empty()) a.region = open_regions_.back();
-      site_add(a.site, r.size);
+      const uint32_t site =
+          site_of(RawSite{r.stack_id, Api::kUnknown, MemoryKind::kDevice, true}, r.device);
+      a = LiveRecord{r.size, r.time_ns, site, open_region(), r.device,
+                     static_cast<uint32_t>(summary_.steps)};
+      site_add(site, r.size);
       torch_allocated(r.device, r.size, 0);
       ++t.live_blocks;
       t.live_block_bytes += r.size;
@@ -362,12 +364,12 @@ void Replay::torch(const format::TorchEventRecord& r) {
     case format::TorchAction::kFreeCompleted: {
       ++t.frees;
       if (const size_t slot = torch_live_.find_slot(r.address); slot != torch_live_.kNone) {
-        const LiveAlloc& a = torch_live_.at_slot(slot);
+        const LiveRecord& a = torch_live_.at_slot(slot);
         --t.live_blocks;
         t.live_block_bytes -= a.size;
         site_sub(a.site, a.size);
         torch_allocated(a.device, 0, a.size);
-        if (a.step == summary_.steps) torch_in_step_ -= std::min(torch_in_step_, a.size);
+        if (in_this_step(a)) torch_in_step_ -= std::min(torch_in_step_, a.size);
         torch_live_.erase_slot(slot);  // last: a is the table's record
       }
       break;
@@ -436,7 +438,7 @@ TorchSnapshot Replay::snapshot(int32_t device, uint64_t time_ns) const {
   s.reserved_bytes = d.reserved;
   s.allocated_bytes = d.allocated;
   std::vector<std::pair<uint64_t, uint64_t>> blocks;
-  torch_live_.for_each([&](uint64_t address, const LiveAlloc& a) {
+  torch_live_.for_each([&](uint64_t address, const LiveRecord& a) {
     if (a.device == device) blocks.emplace_back(address, a.size);
   });
   std::sort(blocks.begin(), blocks.end());
@@ -468,14 +470,20 @@ TorchSnapshot Replay::snapshot(int32_t device, uint64_t time_ns) const {
   return s;
 }
 
+LiveAlloc Replay::expand(uint64_t address, const LiveRecord& a) const {
+  const RawSite& s = sites_[a.site];
+  return LiveAlloc{address,          a.size, s.stack_id,   a.time_ns, a.device, s.api,
+                   s.kind,           step_of(a), s.torch_block, a.site,    a.region};
+}
+
 std::vector<LiveAlloc> Replay::live() const {
   std::vector<LiveAlloc> out;
   size_t n = torch_live_.size();
   for (const auto& table : live_) n += table.size();
   out.reserve(n);
-  for (const auto& table : live_)
-    table.for_each([&out](uint64_t, const LiveAlloc& a) { out.push_back(a); });
-  torch_live_.for_each([&out](uint64_t, const LiveAlloc& a) { out.push_back(a); });
+  auto add = [&](uint64_t address, const LiveRecord& a) { out.push_back(expand(address, a)); };
+  for (const auto& table : live_) table.for_each(add);
+  torch_live_.for_each(add);
   std::sort(out.begin(), out.end(), [](const LiveAlloc& x, const LiveAlloc& y) {
     if (x.time_ns != y.time_ns) return x.time_ns < y.time_ns;
     if (x.torch_block != y.torch_block) return y.torch_block;

@@ -183,7 +183,24 @@ class Replay {
  private:
   // Inline (defined in replay.cpp, its only user; so are site_of, site_add and site_sub) in alloc
   // and free: a call each cost more than their work.
-  [[gnu::always_inline]] inline void forget(const LiveAlloc& a);  // takes a live allocation out of every count (not the map)
+  // What the replay keeps of a live allocation: half a cache line. The rest is its site's (stack,
+  // API, kind, tensor block) and its key's (the address); live() puts them back together.
+  struct LiveRecord {
+    uint64_t size;
+    uint64_t time_ns;
+    uint32_t site;
+    uint32_t region;  // LiveAlloc::kNoRegion: none
+    int32_t device;
+    uint32_t step;  // the steps seen before it, modulo 2^32 (step_of: exact below 2^32 steps apart)
+  };
+  uint64_t step_of(const LiveRecord& a) const {
+    return summary_.steps - static_cast<uint32_t>(static_cast<uint32_t>(summary_.steps) - a.step);
+  }
+  bool in_this_step(const LiveRecord& a) const {
+    return a.step == static_cast<uint32_t>(summary_.steps);
+  }
+  LiveAlloc expand(uint64_t address, const LiveRecord& a) const;
+  [[gnu::always_inline]] inline void forget(const LiveRecord& a);  // takes a live allocation out of every count (not the map)
   [[gnu::always_inline]] inline uint32_t site_of(const RawSite& s, int32_t device);
   [[gnu::noinline]] uint32_t add_site(const RawSite& s, int32_t device);  // a site never seen
   // The raw sites by (stack, tag), every one of them: open addressing with linear probing, kept at
@@ -217,6 +234,8 @@ class Replay {
     uint64_t stamp = 0;           // stamp_ when the trackers last saw the site
     uint32_t group = UINT32_MAX;  // set_site_groups' group, UINT32_MAX: none
     bool timeline = false;        // is_timeline_site
+    MemoryKind kind = MemoryKind::kDevice;  // the site's, for a free: its record does not keep it
+    bool device_memory = false;             // is_device_memory_kind(kind)
   };
   // After either sampler's boundary: every site is unseen again, and either may now want touches.
   void new_stamp() {
@@ -288,6 +307,10 @@ class Replay {
   uint64_t next_kept_ns_ = 0;
   std::vector<Region> regions_;
   std::vector<uint32_t> open_regions_;
+  // The innermost expect_no_leak region open now (LiveAlloc::kNoRegion: none).
+  uint32_t open_region() const {
+    return open_regions_.empty() ? LiveAlloc::kNoRegion : open_regions_.back();
+  }
   // nullptr for implausible device numbers (inline: every device allocation and free asks)
   DeviceMemoryTrack* device_track(int32_t device) {
     if (static_cast<size_t>(device) < device_count_) [[likely]] {  // negative ones are huge
@@ -307,8 +330,9 @@ class Replay {
   };
   // Live allocations by address, one table per address class (address_key.h): 16-byte index
   // slots, where a (address, class) key made them 24.
-  std::array<LiveTable<uint64_t, LiveAlloc, AddressHash>, kAddressClasses> live_;
-  LiveTable<uint64_t, LiveAlloc, AddressHash> torch_live_;  // tensor blocks by address
+  using LiveRecords = LiveTable<uint64_t, LiveRecord, AddressHash>;
+  std::array<LiveRecords, kAddressClasses> live_;
+  LiveRecords torch_live_;  // tensor blocks by address
   Summary summary_;
   std::vector<FailureEvent> failures_;
   std::unordered_map<int32_t, std::pair<uint64_t, uint64_t>> meminfo_;  // device -> free, total
