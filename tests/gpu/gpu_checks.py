@@ -59,6 +59,25 @@ def report(name, traces):
     return json.loads(r.stdout)
 
 
+def is_trace(path):
+    with open(path, "rb") as f:
+        return f.read(8) == b"GMSTRACE"
+
+
+def check_flush_marks():
+    """The shim's rule for every trace this script left: no timed record after a flush mark is older
+    than the mark (shim/record/in_flight.h)."""
+    sys.path.insert(0, str(here.parent / "integration"))
+    from trace_records import late_records
+    traces = sorted(p for p in (work / "traces").rglob("*") if p.is_file() and is_trace(p))
+    counts = {str(p.relative_to(work / "traces")): late_records(p) for p in traces}
+    late = {name: c for name, c in counts.items() if c[0]}
+    marks = sum(m for _, m in counts.values())
+    check("every trace: no record older than a flush mark before it", traces and not late,
+          f"{len(traces)} traces, {marks} marks, late: {late}")
+
+
 def finish():
+    check_flush_marks()
     print(f"== {len(failed)} failed: {failed}")
     sys.exit(1 if failed else 0)
