@@ -1,6 +1,5 @@
-// The replay's live allocations by key: an open-addressing index of small slots (key -> record
-// number) and the records themselves in a dense array whose freed entries are reused
-// last-freed-first (a record of up to 64 bytes aligned to its power-of-two size: one cache line).
+// The replay's live allocations by key: open-addressing maps whose slots hold the records
+// themselves (a free finds its record in the slot it probes, not behind a second load).
 //
 // The index is generational. Most allocations are freed soon; a few live for the whole run
 // (weights, caches, leaks), and a trace that leaks tens of thousands of them used to spread the
@@ -28,25 +27,17 @@ class LiveTable {
   static constexpr size_t kDefaultPeriod = 8192;  // inserts per generation
   explicit LiveTable(size_t period = kDefaultPeriod) : period_(std::max<size_t>(period, 1)) {}
 
-  // The record of k; second: whether k was inserted, and then the record is the caller's to fill
-  // (a fresh one is value-initialized, a reused one holds what it last held). Pointers stay valid
+  // The record of k; second: whether k was inserted (value-initialized). Pointers stay valid
   // until the next insert or erase. Inline, as are the lookup and the erase: one call per event.
   [[gnu::always_inline]] std::pair<Record*, bool> try_emplace(const Key& k) {
     const uint64_t h = Index::hash(k);
     if (const size_t older = find_older(k, h); older != kNone) return {&at_slot(older), false};
-    auto [number, inserted] = maps_[kYoung].try_emplace(k, h);
-    if (!inserted) return {&records_[*number].record, false};
-    uint32_t n;
-    if (free_.empty()) {
-      n = static_cast<uint32_t>(records_.size());
-      records_.emplace_back();
-    } else {
-      n = free_.back();
-      free_.pop_back();
+    auto inserted = maps_[kYoung].try_emplace(k, h);
+    if (inserted.second && ++inserts_ == period_) [[unlikely]] {
+      age();  // the young map is emptied: the record moves
+      return {&at_slot(find_older(k, h)), true};
     }
-    *number = n;
-    if (++inserts_ == period_) age();  // moves index entries, not records
-    return {&records_[n].record, true};
+    return inserted;
   }
 
   static constexpr size_t kNone = SIZE_MAX;
@@ -55,23 +46,20 @@ class LiveTable {
     if (const size_t s = maps_[kYoung].find_slot(k, h); s != kNone) return s;
     return find_older(k, h);
   }
-  Record& at_slot(size_t slot) { return records_[maps_[slot >> kMapShift].at_slot(slot & kSlotMask)].record; }
+  Record& at_slot(size_t slot) { return maps_[slot >> kMapShift].at_slot(slot & kSlotMask); }
   [[gnu::always_inline]] void erase_slot(size_t slot) {
-    Index& m = maps_[slot >> kMapShift];
-    free_.push_back(m.at_slot(slot & kSlotMask));
-    m.erase_slot(slot & kSlotMask);
+    maps_[slot >> kMapShift].erase_slot(slot & kSlotMask);
   }
 
   size_t size() const { return maps_[kYoung].size() + maps_[kPrevious].size() + maps_[kOld].size(); }
   template <typename F>
   void for_each(F&& f) const {
-    for (const Index& m : maps_)
-      m.for_each([&](const Key& k, uint32_t number) { f(k, records_[number].record); });
+    for (const Index& m : maps_) m.for_each(f);
   }
 
  private:
-  // Key -> record number; a key is hashed once (FlatMap::hash) for all three.
-  using Index = FlatMap<Key, uint32_t, Hash>;
+  // Key -> record; a key is hashed once (FlatMap::hash) for all three.
+  using Index = FlatMap<Key, Record, Hash>;
 
   // Slot numbers name their map in the top two bits.
   static constexpr int kMapShift = 62;
@@ -106,33 +94,26 @@ class LiveTable {
     // bits (the hash's high half).
     const bool rebuild = (old_bits_.size() * 64 < 8 * old_keys && old_bits_.size() < (size_t{1} << 26)) ||
                          marked > 2 * old_keys + 4096;
-    previous.for_each([&](const Key& k, uint32_t number) {
+    previous.for_each([&](const Key& k, const Record& record) {
       const uint64_t h = Index::hash(k);
-      *old.try_emplace(k, h).first = number;
+      *old.try_emplace(k, h).first = record;
       if (!rebuild) mark_old(h);
     });
     marked_ = marked;
     if (rebuild) {
       old_bits_.assign(std::min<size_t>(size_t{1} << 26, std::max<size_t>(512, std::bit_ceil(8 * old_keys) / 64)), 0);
-      old.for_each([&](const Key& k, uint32_t) { mark_old(Index::hash(k)); });
+      old.for_each([&](const Key& k, const Record&) { mark_old(Index::hash(k)); });
       marked_ = old_keys;
     }
     std::swap(previous, young);
     young.clear();
   }
 
-  static constexpr size_t kAlign =
-      sizeof(Record) >= 64 ? alignof(Record) : std::max(alignof(Record), std::bit_ceil(sizeof(Record)));
-  struct alignas(kAlign) Stored {
-    Record record;
-  };
   size_t period_;
   size_t inserts_ = 0;  // into the young map since the last generation
   Index maps_[3];       // young, previous, old
   std::vector<uint64_t> old_bits_ = std::vector<uint64_t>(512, 0);  // 32 Kibit to start
   size_t marked_ = 0;  // keys marked in old_bits_ since it was built (erased ones stay marked)
-  std::vector<Stored> records_;
-  std::vector<uint32_t> free_;  // numbers of erased records, reused last first
 };
 
 }  // namespace gpumemshim::analyzer
