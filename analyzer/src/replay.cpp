@@ -39,7 +39,8 @@ inline uint32_t Replay::site_of(const RawSite& s, int32_t device) {
       break;
     }
   }
-  if (site_device_[site] != device) site_device_[site] = -1;
+  SiteHot& hot = site_hot_[site];  // the line site_add reads next
+  if (hot.device != device) hot.device = -1;
   return site;
 }
 
@@ -50,11 +51,10 @@ uint32_t Replay::add_site(const RawSite& s, int32_t device) {
   hot.timeline = is_timeline_site(site);
   hot.kind = s.kind;
   hot.device_memory = is_device_memory_kind(s.kind);
+  hot.device = device;
   if (site < group_of_.size()) hot.group = group_of_[site];
   site_hot_.push_back(hot);
   site_live_.push_back(0);
-  site_device_.push_back(device);
-  site_peak_.push_back(0);
   if (2 * sites_.size() > site_slots_.size()) grow_site_slots();
   place_site_slot(SiteSlot{s.stack_id, site_tag(s), site});
   return site;
@@ -87,7 +87,7 @@ inline void Replay::site_add(uint32_t site, uint64_t bytes) {
   if (touching_ && hot.stamp != stamp_) site_seen(site, hot);
   ++site_changes_;
   uint64_t now = site_live_[site] += bytes;
-  site_peak_[site] = std::max(site_peak_[site], now);
+  hot.peak = std::max(hot.peak, now);
   if (hot.timeline) {
     timeline_.site_changed(site, now);
     log_site_change(site, static_cast<int64_t>(bytes));

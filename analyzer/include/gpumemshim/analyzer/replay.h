@@ -145,7 +145,7 @@ class Replay {
 
   const std::vector<RawSite>& sites() const { return sites_; }
   // The device a raw site allocated on (-1: several).
-  int32_t site_device(uint32_t site) const { return site_device_[site]; }
+  int32_t site_device(uint32_t site) const { return site_hot_[site].device; }
   // What each site held when live device bytes peaked (PeakSiteTracker::at_peak(site_live())).
   const PeakSiteTracker& peak_sites() const { return peak_sites_; }
   const SiteSampler& step_samples() const { return step_sampler_; }
@@ -162,7 +162,7 @@ class Replay {
   }
   const TimelineSampler& timeline_samples() const { return timeline_; }
   // A site's own highest live bytes.
-  uint64_t site_peak(uint32_t site) const { return site_peak_[site]; }
+  uint64_t site_peak(uint32_t site) const { return site_hot_[site].peak; }
   // The times of the first kMaxStepTimes steps.
   const std::vector<uint64_t>& step_times() const { return step_times_; }
   static constexpr size_t kMaxStepTimes = 10000;
@@ -225,14 +225,17 @@ class Replay {
   std::vector<SiteSlot> site_slots_ = std::vector<SiteSlot>(size_t{1} << 12);
   [[gnu::always_inline]] inline void site_add(uint32_t site, uint64_t bytes);
   [[gnu::always_inline]] inline void site_sub(uint32_t site, uint64_t bytes);
-  // What every change of a site's bytes reads besides the bytes, side by side. A sampler that
+  // What every change of a site's bytes reads and writes besides the bytes, in one 32-byte entry (a
+  // site out of the cache costs one line, not one per array). A sampler that
   // wants touches only needs to see a site once after each of its boundaries: both are behind one
   // stamp, bumped at either's boundary, so a site's change costs one comparison until the next, and
   // none while neither wants touches (touching_). (The peak tracker logs every change instead:
   // peaks come far more often than boundaries.)
-  struct SiteHot {
+  struct alignas(32) SiteHot {
     uint64_t stamp = 0;           // stamp_ when the trackers last saw the site
+    uint64_t peak = 0;            // site_peak
     uint32_t group = UINT32_MAX;  // set_site_groups' group, UINT32_MAX: none
+    int32_t device = 0;           // site_device
     bool timeline = false;        // is_timeline_site
     MemoryKind kind = MemoryKind::kDevice;  // the site's, for a free: its record does not keep it
     bool device_memory = false;             // is_device_memory_kind(kind)
@@ -288,8 +291,6 @@ class Replay {
   bool touching_ = true;     // a sampler wants touches (SiteSampler::wants_touches)
   uint64_t site_changes_ = 0;  // site_add and site_sub calls so far (for the samplers)
   std::vector<uint64_t> site_live_;
-  std::vector<int32_t> site_device_;
-  std::vector<uint64_t> site_peak_;
   TimelineSampler timeline_;
   std::vector<uint64_t> step_times_;
   std::vector<uint32_t> group_of_;
