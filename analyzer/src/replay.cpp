@@ -55,6 +55,7 @@ uint32_t Replay::add_site(const RawSite& s, int32_t device) {
   if (site < group_of_.size()) hot.group = group_of_[site];
   site_hot_.push_back(hot);
   site_live_.push_back(0);
+  timeline_.sites(sites_.size());
   if (2 * sites_.size() > site_slots_.size()) grow_site_slots();
   place_site_slot(SiteSlot{s.stack_id, site_tag(s), site});
   return site;

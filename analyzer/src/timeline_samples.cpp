@@ -14,11 +14,15 @@ void SampledBucket::merge(SampledBucket&& b) {
   if (key(b.high) > key(high)) high = std::move(b.high);
 }
 
-void TimelineSampler::next_bucket(uint64_t time_ns) {
+void TimelineSampler::next_bucket(const Mark& first) {
   if (open_) close_bucket();
   open_ = true;
-  index_ = time_ns >> shift_;  // after close_bucket: it may have widened the buckets
-  low_set_ = high_set_ = false;
+  index_ = first.time_ns >> shift_;  // after close_bucket: it may have widened the buckets
+  bucket_start_ = index_ << shift_;
+  bucket_width_ = uint64_t{1} << shift_;
+  low_ = high_ = first;
+  // The journal held the closed bucket's changes and this event's: all in base_ now.
+  low_.journal_pos = high_.journal_pos = journal_.size();
 }
 
 SampledPoint TimelineSampler::capture(const Mark& m) {
@@ -44,11 +48,10 @@ void TimelineSampler::close_bucket() {
   if (high_.journal_pos < low_.journal_pos) std::swap(marks[0], marks[1]);
   size_t applied = 0;
   auto apply_to = [&](size_t pos) {
-    // Every site the journal names is in base_ first: the loop then keeps its state in registers.
-    uint32_t top = 0;
-    for (size_t i = applied; i < pos; ++i) top = std::max(top, journal_[i].first);
-    if (applied < pos && top >= base_.size()) {
-      base_.resize(size_t{top} + 1, 0);
+    // Every site the journal names is in base_ first (sites()): the loop then keeps its state in
+    // registers.
+    if (base_.size() < site_count_) {
+      base_.resize(site_count_, 0);
       nonzero_.resize(base_.size() / 64 + 1, 0);
     }
     const std::pair<uint32_t, uint64_t>* change = journal_.data() + applied;
@@ -75,6 +78,7 @@ void TimelineSampler::close_bucket() {
   apply_to(journal_.size());
   journal_.clear();
   open_ = false;
+  bucket_width_ = 0;
   if (!buckets_.empty() && buckets_.back().index == b.index) buckets_.back().merge(std::move(b));
   else buckets_.push_back(std::move(b));
   while (buckets_.size() > kMaxBuckets) widen();

@@ -33,9 +33,11 @@ TEST(TimelineSampler, WideningKeepsEveryBucketsExactLowAndHigh) {
   std::vector<Point> points;
   std::map<uint32_t, uint64_t> sites;  // raw site -> bytes now
   uint64_t time = 0;
+  sampler.sites(20);
   for (int i = 0; i < 200000; ++i) {
     time += rng() % 5000;  // sometimes several events at one time
-    uint32_t site = static_cast<uint32_t>(rng() % 40);
+    if (i == 100000) sampler.sites(40);  // new sites appear in the middle of a bucket
+    uint32_t site = static_cast<uint32_t>(rng() % (i < 100000 ? 20 : 40));
     uint64_t bytes = (rng() % 8) * 512;  // often back to a value seen before: ties
     sites[site] = bytes;
     sampler.site_changed(site, bytes);

@@ -43,14 +43,21 @@ class TimelineSampler {
   static constexpr unsigned kFirstWidthShift = 14;  // 16 µs
   static constexpr uint64_t kFirstWidthNs = uint64_t{1} << kFirstWidthShift;
 
-  // A raw site's live bytes are now `bytes` (call before point() of the same event).
+  // Raw sites 0 .. count-1 may change from now on (the replay tells it each new site).
+  void sites(size_t count) { site_count_ = count; }
+  // A raw site's live bytes are now `bytes` (call before point() of the same event); the site is
+  // below the count given to sites().
   void site_changed(uint32_t site, uint64_t bytes) { journal_.emplace_back(site, bytes); }
   // The state after an event that changed device or allocator bytes.
   void point(uint64_t time_ns, uint64_t live, uint64_t reserved, uint64_t allocated) {
-    if (!open_ || (time_ns >> shift_) != index_) next_bucket(time_ns);  // widths are powers of 2
-    Mark m{journal_.size(), time_ns, live, reserved, allocated, seq_++};
-    if (!low_set_ || key(m) < key(low_)) low_ = m, low_set_ = true;
-    if (!high_set_ || key(m) > key(high_)) high_ = m, high_set_ = true;
+    const Mark m{journal_.size(), time_ns, live, reserved, allocated, seq_++};
+    // Outside the open bucket (none open: a width of 0), by one wrapping comparison.
+    if (time_ns - bucket_start_ >= bucket_width_) [[unlikely]] {
+      next_bucket(m);
+      return;
+    }
+    if (key(m) < key(low_)) low_ = m;
+    if (key(m) > key(high_)) high_ = m;
   }
   // Closes the last bucket; the buckets then stay as they are.
   void finish();
@@ -67,7 +74,7 @@ class TimelineSampler {
     uint64_t seq = 0;
   };
   static std::pair<uint64_t, uint64_t> key(const Mark& m) { return {m.live, m.allocated}; }
-  void next_bucket(uint64_t time_ns);
+  void next_bucket(const Mark& first);  // closes the open one; `first` is the new one's low and high
   void close_bucket();
   SampledPoint capture(const Mark& m);
   void widen();
@@ -75,8 +82,9 @@ class TimelineSampler {
   std::vector<SampledBucket> buckets_;  // closed ones
   uint64_t index_ = 0;                  // of the open one
   bool open_ = false;
+  uint64_t bucket_start_ = 0, bucket_width_ = 0;  // the open one's times (width 0: none open)
   Mark low_, high_;
-  bool low_set_ = false, high_set_ = false;
+  size_t site_count_ = 0;  // sites()
   uint64_t seq_ = 0;
   unsigned shift_ = kFirstWidthShift;  // bucket width: 1 << shift_ ns
   std::vector<uint64_t> base_;  // every raw site's bytes when the open bucket began
