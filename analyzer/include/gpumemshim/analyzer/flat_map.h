@@ -35,7 +35,7 @@ class FlatMap {
   // The value of k, value-initialized when it was not there; second: whether it was inserted.
   std::pair<Value*, bool> try_emplace(const Key& k) { return try_emplace(k, hash(k)); }
   std::pair<Value*, bool> try_emplace(const Key& k, uint64_t h) {
-    if ((size_ + 1) * 2 > mask_ + 1) grow();
+    if (size_ == grow_at_) [[unlikely]] grow();
     uint32_t dist = 1;
     for (size_t i = h & mask_;; i = (i + 1) & mask_, ++dist) {
       Slot& s = slots_[i];
@@ -108,6 +108,7 @@ class FlatMap {
     std::vector<Slot> old = std::move(slots_);
     slots_.assign(old.size() * 2, Slot{});
     mask_ = slots_.size() - 1;
+    grow_at_ = slots_.size() / 2;
     size_ = 0;
     for (Slot& s : old)
       if (s.dist != 0) *try_emplace(s.key).first = std::move(s.value);
@@ -116,6 +117,7 @@ class FlatMap {
   std::vector<Slot> slots_;
   size_t mask_;  // kept: the slots' count is a load and a shift away
   size_t size_ = 0;
+  size_t grow_at_ = 8;  // the size at which an insert doubles the slots first: at most half full
 };
 
 }  // namespace gpumemshim::analyzer
