@@ -49,15 +49,18 @@ class TimelineSampler {
   // below the count given to sites().
   void site_changed(uint32_t site, uint64_t bytes) { journal_.emplace_back(site, bytes); }
   // The state after an event that changed device or allocator bytes.
+  // Compared as scalars: a Mark is made only for a new low or high (most points are neither).
   void point(uint64_t time_ns, uint64_t live, uint64_t reserved, uint64_t allocated) {
-    const Mark m{journal_.size(), time_ns, live, reserved, allocated, seq_++};
+    const uint64_t seq = seq_++;
     // Outside the open bucket (none open: a width of 0), by one wrapping comparison.
     if (time_ns - bucket_start_ >= bucket_width_) [[unlikely]] {
-      next_bucket(m);
+      next_bucket(Mark{journal_.size(), time_ns, live, reserved, allocated, seq});
       return;
     }
-    if (key(m) < key(low_)) low_ = m;
-    if (key(m) > key(high_)) high_ = m;
+    if (live < low_.live || (live == low_.live && allocated < low_.allocated))
+      low_ = Mark{journal_.size(), time_ns, live, reserved, allocated, seq};
+    if (live > high_.live || (live == high_.live && allocated > high_.allocated))
+      high_ = Mark{journal_.size(), time_ns, live, reserved, allocated, seq};
   }
   // Closes the last bucket; the buckets then stay as they are.
   void finish();
@@ -73,7 +76,6 @@ class TimelineSampler {
     uint64_t time_ns = 0, live = 0, reserved = 0, allocated = 0;
     uint64_t seq = 0;
   };
-  static std::pair<uint64_t, uint64_t> key(const Mark& m) { return {m.live, m.allocated}; }
   void next_bucket(const Mark& first);  // closes the open one; `first` is the new one's low and high
   void close_bucket();
   SampledPoint capture(const Mark& m);
