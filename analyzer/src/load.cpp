@@ -209,12 +209,13 @@ class TimedReplay {
   TimedReplay(LoadedTrace& t, BackwardAttribution& backward) : t_(t), backward_(backward) {}
 
   void operator()(fmtr::AllocRecord r) {
-    if (count_api(t_.stats.allocs_by_api, r.api)) t_.stats.bytes_by_api[static_cast<uint8_t>(r.api)] += r.size;
+    ++allocs_[static_cast<uint8_t>(r.api)];
+    bytes_[static_cast<uint8_t>(r.api)] += r.size;
     r.stack_id = backward_.attribute(r.thread_id, r.stack_id);
     t_.replay.alloc(r);
   }
   void operator()(const fmtr::FreeRecord& r) {
-    count_api(t_.stats.frees_by_api, r.api);
+    ++frees_[static_cast<uint8_t>(r.api)];
     t_.replay.free(r);
   }
   void operator()(fmtr::TorchEventRecord r) {
@@ -222,7 +223,7 @@ class TimedReplay {
     t_.replay.torch(r);
   }
   void operator()(fmtr::AllocFailedRecord r) {
-    count_api(t_.stats.failed_by_api, r.api);
+    ++failed_[static_cast<uint8_t>(r.api)];
     r.stack_id = backward_.attribute(r.thread_id, r.stack_id);
     t_.replay.failed(r);
   }
@@ -232,18 +233,25 @@ class TimedReplay {
     t_.replay.marker(r);
   }
 
- private:
-  // One more call of `api` in `by_api`; false (and counted as unknown) for an api out of range.
-  bool count_api(std::array<uint64_t, fmtr::kApiCount>& by_api, fmtr::Api api) {
-    auto i = static_cast<uint8_t>(api);
-    if (i >= fmtr::kApiCount) {
-      ++t_.stats.unknown_api;
-      return false;
+  // After the last record: the counts by API into the trace's statistics (an API out of range
+  // counted as unknown, its bytes not).
+  void add_counts() const {
+    TraceStats& s = t_.stats;
+    for (size_t i = 0; i < allocs_.size(); ++i) {
+      if (i < fmtr::kApiCount) {
+        s.allocs_by_api[i] += allocs_[i];
+        s.frees_by_api[i] += frees_[i];
+        s.failed_by_api[i] += failed_[i];
+        s.bytes_by_api[i] += bytes_[i];
+      } else {
+        s.unknown_api += allocs_[i] + frees_[i] + failed_[i];
+      }
     }
-    ++by_api[i];
-    return true;
   }
 
+ private:
+  // By the API's byte, every value (no range check per record): added up by add_counts().
+  std::array<uint64_t, 256> allocs_{}, frees_{}, failed_{}, bytes_{};
   LoadedTrace& t_;
   BackwardAttribution& backward_;
 };
@@ -534,6 +542,7 @@ bool load_pass(const std::string& path, LoadedTrace& t, bool streaming,
   }
   t.replay.seen_time(end_seen);  // not while the worker may still be replaying
   t.replay.finish();
+  replay.add_counts();
   return true;
 }
 

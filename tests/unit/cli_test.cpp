@@ -175,3 +175,30 @@ TEST(Cli, TextReportAndStats) {
   EXPECT_NE(s.out.find("cudaMallocManaged"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("truncated        yes"), std::string::npos) << s.out;
 }
+
+// `stats` counts allocations, frees, failures and bytes per API, and events whose API byte is out
+// of range (a later shim's) as unknown, whatever path decoded them.
+TEST(Cli, StatsCountsEachApiAndTheUnknownOnes) {
+  TempDir dir;
+  TraceBuilder t = trace(6);
+  t.alloc(0x1000, 100, 1).alloc(0x2000, 200, 1).free(0x1000).failed(1 << 30);
+  t.alloc(0x3000, 4096, 1, gf::Api::kCuMemAlloc).free(0x3000, gf::Api::kCuMemFree);
+  t.alloc(0x4000, 999, 1, static_cast<gf::Api>(200)).free(0x4000, static_cast<gf::Api>(201));
+  t.failed(64, 2, 1, static_cast<gf::Api>(202));
+  t.end();
+  Result s = cli(dir, {"stats", t.write(dir.file("apis.trace"))});
+  ASSERT_EQ(s.code, 0) << s.err;
+  auto row = [&](const std::string& api) {
+    const size_t at = s.out.find("    " + api + " ");
+    if (at == std::string::npos) return std::string();
+    std::istringstream fields(s.out.substr(at, s.out.find('\n', at) - at));
+    std::string name, allocs, frees, failed, bytes;
+    fields >> name >> allocs >> frees >> failed >> bytes;
+    return allocs + " " + frees + " " + failed + " " + bytes;
+  };
+  EXPECT_EQ(row("cudaMalloc"), "2 0 1 300") << s.out;
+  EXPECT_EQ(row("cudaFree"), "0 1 0 0") << s.out;
+  EXPECT_EQ(row("cuMemAlloc_v2"), "1 0 0 4096") << s.out;
+  EXPECT_EQ(row("cuMemFree_v2"), "0 1 0 0") << s.out;
+  EXPECT_NE(s.out.find("(events with an unknown api: 3)"), std::string::npos) << s.out;
+}
