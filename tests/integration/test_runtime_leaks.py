@@ -4,6 +4,7 @@ import subprocess
 import time
 
 from conftest import SCENARIOS, base_env, frame_at, shim_preload, site_line
+from trace_records import ALLOC, records
 
 MIB = 1 << 20
 
@@ -71,12 +72,25 @@ def test_injected_oom_passes_through_unchanged_and_is_counted(run):
     assert report["leaks"] == []
 
 
+def allocs_written(folder):
+    """Alloc records in the traces written to `folder` so far (a partial last record is not read)."""
+    count = 0
+    for path in folder.glob("*.trace*"):
+        if path.stat().st_size >= 16:
+            count += sum(1 for kind, _ in records(path) if kind == ALLOC)
+    return count
+
+
 def test_sigkilled_process_leaves_readable_trace_with_its_leaks(run, tmp_path):
     env = base_env(LD_PRELOAD=shim_preload(), GPUMEMSHIM_OUTPUT=tmp_path / "killed.%p.trace")
     proc = subprocess.Popen([str(SCENARIOS), "killed"], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline() == "ready\n"
-        time.sleep(0.4)  # more than the shim's flush interval
+        # The shim's periodic flush (every 50 ms) writes the leaks while the process runs: wait for
+        # them in the file (a loaded machine may delay the flusher past any fixed sleep).
+        deadline = time.monotonic() + 20
+        while allocs_written(tmp_path) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()

@@ -5,6 +5,7 @@
 TIMED = {4, 5, 6, 7, 8, 14}  # records whose payload starts with time_ns
 FIXED = {4, 5, 14}  # in a 2.x file: fixed layout, time_ns a u64 (little-endian) at offset 0
 FLUSH = 16
+ALLOC = 4
 
 
 def varint(data, pos):
