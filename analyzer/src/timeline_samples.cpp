@@ -15,8 +15,7 @@ void SampledBucket::merge(SampledBucket&& b) {
 }
 
 void TimelineSampler::next_bucket(const Mark& first) {
-  if (open_) close_bucket();
-  open_ = true;
+  if (bucket_width_ != 0) close_bucket();
   index_ = first.time_ns >> shift_;  // after close_bucket: it may have widened the buckets
   bucket_start_ = index_ << shift_;
   bucket_width_ = uint64_t{1} << shift_;
@@ -77,7 +76,6 @@ void TimelineSampler::close_bucket() {
   }
   apply_to(journal_.size());
   journal_.clear();
-  open_ = false;
   bucket_width_ = 0;
   if (!buckets_.empty() && buckets_.back().index == b.index) buckets_.back().merge(std::move(b));
   else buckets_.push_back(std::move(b));
@@ -101,7 +99,7 @@ void TimelineSampler::widen() {
 }
 
 void TimelineSampler::finish() {
-  if (open_) close_bucket();
+  if (bucket_width_ != 0) close_bucket();
 }
 
 }  // namespace gpumemshim::analyzer

@@ -23,6 +23,9 @@ namespace gpumemshim::analyzer {
 
 template <typename Key, typename Record, typename Hash>
 class LiveTable {
+  // Key -> record; a key is hashed once (FlatMap::hash) for all three maps.
+  using Index = FlatMap<Key, Record, Hash>;
+
  public:
   static constexpr size_t kDefaultPeriod = 8192;  // inserts per generation
   explicit LiveTable(size_t period = kDefaultPeriod) : period_(std::max<size_t>(period, 1)) {}
@@ -40,7 +43,7 @@ class LiveTable {
     return inserted;
   }
 
-  static constexpr size_t kNone = SIZE_MAX;
+  static constexpr size_t kNone = Index::kNone;
   [[gnu::always_inline]] size_t find_slot(const Key& k) const {
     const uint64_t h = Index::hash(k);
     if (const size_t s = maps_[kYoung].find_slot(k, h); s != kNone) return s;
@@ -58,9 +61,6 @@ class LiveTable {
   }
 
  private:
-  // Key -> record; a key is hashed once (FlatMap::hash) for all three.
-  using Index = FlatMap<Key, Record, Hash>;
-
   // Slot numbers name their map in the top two bits.
   static constexpr int kMapShift = 62;
   static constexpr size_t kSlotMask = (size_t{1} << kMapShift) - 1;

@@ -181,8 +181,6 @@ class Replay {
   std::vector<uint64_t> group_peaks_from_log(const std::vector<uint32_t>& group_of) const;
 
  private:
-  // Inline (defined in replay.cpp, its only user; so are site_of, site_add and site_sub) in alloc
-  // and free: a call each cost more than their work.
   // What the replay keeps of a live allocation: half a cache line. The rest is its site's (stack,
   // API, kind, tensor block) and its key's (the address); live() puts them back together.
   struct LiveRecord {
@@ -200,6 +198,8 @@ class Replay {
     return a.step == static_cast<uint32_t>(summary_.steps);
   }
   LiveAlloc expand(uint64_t address, const LiveRecord& a) const;
+  // Inline (defined in replay.cpp, their only user, as are site_add and site_sub) in alloc and
+  // free: a call each cost more than their work.
   [[gnu::always_inline]] inline void forget(const LiveRecord& a);  // takes a live allocation out of every count (not the map)
   [[gnu::always_inline]] inline uint32_t site_of(const RawSite& s, int32_t device);
   [[gnu::noinline]] uint32_t add_site(const RawSite& s, int32_t device);  // a site never seen
@@ -326,11 +326,11 @@ class Replay {
   size_t device_count_ = 0;  // devices_.size(), without a division by the track's size per event
   std::vector<OomEvent> ooms_;
 
-  struct AddressHash {  // LiveTable mixes the bits itself
+  struct AddressHash {  // FlatMap::hash mixes the bits itself
     size_t operator()(uint64_t a) const noexcept { return static_cast<size_t>(a); }
   };
-  // Live allocations by address, one table per address class (address_key.h): 16-byte index
-  // slots, where a (address, class) key made them 24.
+  // Live allocations by address, one table per address class (address_key.h): a key of the
+  // address alone keeps each slot (key, record, distance) at 48 bytes.
   using LiveRecords = LiveTable<uint64_t, LiveRecord, AddressHash>;
   std::array<LiveRecords, kAddressClasses> live_;
   LiveRecords torch_live_;  // tensor blocks by address

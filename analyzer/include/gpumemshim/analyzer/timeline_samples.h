@@ -83,7 +83,6 @@ class TimelineSampler {
 
   std::vector<SampledBucket> buckets_;  // closed ones
   uint64_t index_ = 0;                  // of the open one
-  bool open_ = false;
   uint64_t bucket_start_ = 0, bucket_width_ = 0;  // the open one's times (width 0: none open)
   Mark low_, high_;
   size_t site_count_ = 0;  // sites()
