@@ -683,3 +683,65 @@ TEST(Replay, ManyRawSitesEachKeepTheirOwnBytes) {
     EXPECT_EQ(rp.site_device(i), !site.torch_block && s % 7 == 0 ? -1 : 0) << i;
   }
 }
+
+// The step sampler behind growth, fed by the replay: at each kept point every site's series holds
+// its live bytes at the last step marker that point covers. Busy steps (every site changes: the
+// sampler compares all of them, and the replay hands it only the steps it keeps) alternate with
+// quiet ones (a few changes: touches), the stride doubles past 512 steps, and the trace goes on
+// after its last step, which is not a kept multiple: that step's bytes, not the end's, are shown.
+TEST(Replay, StepSamplesHoldEachSitesBytesAtTheKeptSteps) {
+  constexpr uint64_t kSites = 24, kSteps = 1503;
+  an::Replay rp;
+  std::vector<std::vector<uint64_t>> at_step(1);   // at_step[s]: bytes by site after step s
+  std::map<uint64_t, std::vector<uint64_t>> live;  // site -> its live addresses
+  uint64_t time = 1000, address = 0x100000000, seed = 7;
+  auto random = [&seed](uint64_t n) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed >> 33) % n;
+  };
+  auto change = [&](uint64_t site) {
+    std::vector<uint64_t>& addresses = live[site];
+    if (!addresses.empty() && random(2) == 0) {
+      gf::FreeRecord f;
+      f.time_ns = ++time;
+      f.address = addresses.back();
+      addresses.pop_back();
+      rp.free(f);
+      return;
+    }
+    gf::AllocRecord a;
+    a.time_ns = ++time;
+    a.address = address += 0x1000;
+    a.size = 512 * (1 + random(8));
+    a.stack_id = 0x9E3779B97F4A7C15ull * (site + 1);
+    addresses.push_back(a.address);
+    rp.alloc(a);
+  };
+  auto bytes_by_site = [&] {  // raw sites are numbered in first-seen order
+    std::vector<uint64_t> v(rp.sites().size());
+    for (uint32_t i = 0; i < v.size(); ++i) v[i] = rp.site_live()[i];
+    return v;
+  };
+  for (uint64_t step = 1; step <= kSteps; ++step) {
+    const bool busy = (step / 200) % 2 == 0 || step > kSteps - 20;  // busy at the end
+    const uint64_t changes = busy ? 3 * kSites : random(3);
+    for (uint64_t c = 0; c < changes; ++c) change(busy ? c % kSites : random(kSites));
+    rp.marker(gf::MarkerRecord{++time, 1, gf::MarkerKind::kStep, "step", 0});
+    at_step.push_back(bytes_by_site());
+  }
+  for (uint64_t c = 0; c < 5 * kSites; ++c) change(c % kSites);  // after the last step
+  rp.finish();
+
+  const an::SiteSampler& s = rp.step_samples();
+  ASSERT_EQ(s.stride(), 4u) << "the test must thin twice";
+  ASSERT_NE(kSteps % s.stride(), 0u);
+  const std::vector<uint64_t> points = s.points();
+  ASSERT_EQ(points.back(), kSteps);
+  ASSERT_EQ(rp.sites().size(), kSites);
+  for (uint32_t site = 0; site < kSites; ++site) {
+    std::vector<uint64_t> expected;
+    for (uint64_t p : points) expected.push_back(site < at_step[p].size() ? at_step[p][site] : 0);
+    ASSERT_EQ(s.series(site), expected) << "site " << site;
+  }
+  EXPECT_NE(bytes_by_site(), at_step[kSteps]) << "the end must differ from the last step";
+}

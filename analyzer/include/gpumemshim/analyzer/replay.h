@@ -121,7 +121,7 @@ class Replay {
     if (t > last_time_ns_) last_time_ns_ = t;
   }
   // After the last event.
-  void finish() { timeline_.finish(); }
+  void finish();
 
   const Summary& summary() const { return summary_; }
   const std::vector<FailureEvent>& failures() const { return failures_; }
@@ -148,6 +148,7 @@ class Replay {
   int32_t site_device(uint32_t site) const { return site_hot_[site].device; }
   // What each site held when live device bytes peaked (PeakSiteTracker::at_peak(site_live())).
   const PeakSiteTracker& peak_sites() const { return peak_sites_; }
+  // Complete once finish() ran.
   const SiteSampler& step_samples() const { return step_sampler_; }
   uint64_t time_tick_ns() const { return kTimeTickNs; }
   const std::vector<Region>& regions() const { return regions_; }
@@ -302,6 +303,12 @@ class Replay {
   uint64_t peak_time_ns_ = 0, torch_peak_time_ns_ = 0;
   PeakSiteTracker peak_sites_;
   SiteSampler step_sampler_{kMaxStepPoints};
+  void step_boundary();
+  // A step boundary the step sampler has not seen (step_boundary: a later one overwrites its kept
+  // point unless it is the last): every site's bytes then, given to the sampler by finish() when no
+  // step came after it. Index 0: none.
+  uint64_t pending_step_ = 0, pending_step_changes_ = 0;
+  std::vector<uint64_t> pending_step_live_;
   SiteSampler time_sampler_{kMaxTimePoints};
   // The time from which an event is in a time bucket the time sampler keeps apart from the last
   // event's (every stride()-th bucket of kTimeTickNs is kept): a boundary, tick().
