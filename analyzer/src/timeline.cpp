@@ -206,9 +206,8 @@ Timeline build_timeline(const LoadedTrace& trace, size_t max_samples, size_t top
     tl.samples.push_back(std::move(s));
   };
   auto add_point = [&](const SampledPoint& p) {
-    sample(p.time_ns, p.live_bytes, p.reserved_bytes, p.allocated_bytes, [&](const auto& f) {
-      for (const auto& [raw, bytes] : p.sites) f(raw, bytes);
-    });
+    sample(p.time_ns, p.live_bytes, p.reserved_bytes, p.allocated_bytes,
+           [&](const auto& f) { p.for_each_site(f); });
   };
   if (!buckets.empty() && std::min(buckets[0].low.time_ns, buckets[0].high.time_ns) > 0)
     tl.samples.push_back(TimelineSample{0, 0, 0, 0, std::vector<uint64_t>(tl.sites.size() + 1, 0)});

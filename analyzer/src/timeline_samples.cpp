@@ -25,9 +25,14 @@ void TimelineSampler::next_bucket(const Mark& first) {
 }
 
 SampledPoint TimelineSampler::capture(const Mark& m) {
-  SampledPoint p{m.seq, m.time_ns, m.live, m.reserved, m.allocated, {}};
+  SampledPoint p{m.seq, m.time_ns, m.live, m.reserved, m.allocated, {}, {}};
   size_t n = 0;
   for (const uint64_t word : nonzero_) n += static_cast<size_t>(std::popcount(word));
+  // A pair takes two words: every site's bytes are no bigger once half of them hold any.
+  if (2 * n >= base_.size()) {
+    p.dense.assign(base_.begin(), base_.end());
+    return p;
+  }
   p.sites.reserve(n);
   // By the bitmap of sites holding bytes: a few thousand sites, most of them empty at any moment.
   for (size_t w = 0; w < nonzero_.size(); ++w) {

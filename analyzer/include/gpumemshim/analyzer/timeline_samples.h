@@ -22,7 +22,18 @@ struct SampledPoint {
   uint64_t live_bytes = 0;
   uint64_t reserved_bytes = 0;
   uint64_t allocated_bytes = 0;
-  std::vector<std::pair<uint32_t, uint64_t>> sites;  // raw site -> live bytes, the non-zero ones
+  // Every raw site's live bytes then, in one of two forms: the non-zero ones as (site, bytes), or,
+  // when most sites hold bytes, every site's by site number (half the memory, and a copy to make
+  // instead of a walk: a timeline captures thousands of points, most merged away later).
+  std::vector<std::pair<uint32_t, uint64_t>> sites;
+  std::vector<uint64_t> dense;
+  // f(site, bytes) for each site holding bytes, by increasing site.
+  template <typename F>
+  void for_each_site(F&& f) const {
+    for (const auto& [site, bytes] : sites) f(site, bytes);
+    for (size_t site = 0; site < dense.size(); ++site)
+      if (dense[site] != 0) f(static_cast<uint32_t>(site), dense[site]);
+  }
 };
 
 // One bucket's extremes (by live bytes, then allocated bytes; the first such moment of each).
