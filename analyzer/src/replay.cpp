@@ -48,9 +48,9 @@ uint32_t Replay::add_site(const RawSite& s, int32_t device) {
   const auto site = static_cast<uint32_t>(sites_.size());
   sites_.push_back(s);
   SiteHot hot;
-  hot.timeline = is_timeline_site(site);
-  hot.kind = s.kind;
-  hot.device_memory = is_device_memory_kind(s.kind);
+  hot.traits = static_cast<uint8_t>(static_cast<uint8_t>(s.kind) |
+                                    (is_device_memory_kind(s.kind) ? kDeviceMemoryTrait : 0) |
+                                    (is_timeline_site(site) ? kTimelineTrait : 0));
   hot.device = device;
   if (site < group_of_.size()) hot.group = group_of_[site];
   site_hot_.push_back(hot);
@@ -89,7 +89,7 @@ inline void Replay::site_add(uint32_t site, uint64_t bytes) {
   ++site_changes_;
   uint64_t now = site_live_[site] += bytes;
   hot.peak = std::max(hot.peak, now);
-  if (hot.timeline) {
+  if (hot.traits & kTimelineTrait) {
     timeline_.site_changed(site, now);
     log_site_change(site, static_cast<int64_t>(bytes));
   }
@@ -97,16 +97,24 @@ inline void Replay::site_add(uint32_t site, uint64_t bytes) {
 }
 
 inline void Replay::site_sub(uint32_t site, uint64_t bytes) {
+  site_sub(site, bytes, site_hot_[site].traits);
+}
+
+inline void Replay::site_sub(uint32_t site, uint64_t bytes, uint8_t traits) {
   peak_sites_.before_change(site, site_live_);
-  SiteHot& hot = site_hot_[site];
-  if (touching_ && hot.stamp != stamp_) site_seen(site, hot);
+  if (touching_) {
+    SiteHot& hot = site_hot_[site];
+    if (hot.stamp != stamp_) site_seen(site, hot);
+  }
   ++site_changes_;
   uint64_t now = site_live_[site] -= bytes;
-  if (hot.timeline) {
+  if (traits & kTimelineTrait) {
     timeline_.site_changed(site, now);
     log_site_change(site, -static_cast<int64_t>(bytes));
   }
-  if (hot.group != UINT32_MAX) groups_.change(hot.group, uint64_t{0} - bytes);
+  if (!groups_.live.empty()) [[unlikely]]
+    if (const uint32_t group = site_hot_[site].group; group != UINT32_MAX)
+      groups_.change(group, uint64_t{0} - bytes);
 }
 
 Replay::GroupSums::GroupSums(const std::vector<uint32_t>& group_of) {
@@ -198,7 +206,12 @@ void Replay::alloc(const format::AllocRecord& r) {
   // A live address allocated again: we missed its free; the new allocation replaces the old one.
   if (!inserted) forget(*slot);
   const uint32_t site = site_of(RawSite{r.stack_id, r.api, r.kind, false}, r.device);
-  *slot = LiveRecord{r.size, r.time_ns, site, open_region(), r.device,
+  *slot = LiveRecord{r.size,
+                     r.time_ns,
+                     site,
+                     open_region(),
+                     site_hot_[site].traits,
+                     r.device,
                      static_cast<uint32_t>(summary_.steps)};
   site_add(site, r.size);
   KindCounters& k = summary_.by_kind[static_cast<uint8_t>(r.kind)];
@@ -221,12 +234,11 @@ void Replay::alloc(const format::AllocRecord& r) {
 }
 
 inline void Replay::forget(const LiveRecord& a) {
-  const SiteHot& hot = site_hot_[a.site];
-  KindCounters& k = summary_.by_kind[static_cast<uint8_t>(hot.kind)];
+  KindCounters& k = summary_.by_kind[a.traits & kKindBits];
   --k.live_count;
   k.live_bytes -= a.size;
-  site_sub(a.site, a.size);
-  if (hot.device_memory) {
+  site_sub(a.site, a.size, static_cast<uint8_t>(a.traits));
+  if (a.traits & kDeviceMemoryTrait) {
     live_device_bytes_ -= a.size;
     if (in_this_step(a)) in_step_ -= std::min(in_step_, a.size);
     if (DeviceMemoryTrack* d = device_track(a.device)) d->live_device_bytes -= a.size;
@@ -247,10 +259,9 @@ void Replay::free(const format::FreeRecord& r) {
     return;
   }
   const LiveRecord& a = table.at_slot(slot);
-  const SiteHot& hot = site_hot_[a.site];
   ++summary_.frees;
-  ++summary_.by_kind[static_cast<uint8_t>(hot.kind)].frees;
-  const bool device = hot.device_memory;
+  ++summary_.by_kind[a.traits & kKindBits].frees;
+  const bool device = a.traits & kDeviceMemoryTrait;
   forget(a);
   table.erase_slot(slot);  // last: a is the table's record
   if (device) timeline_point(r.time_ns);
@@ -310,7 +321,7 @@ void Replay::marker(const format::MarkerRecord& r) {
       step_boundary();
       break;
     case format::MarkerKind::kRangePush:
-      if (r.name.starts_with(kRegionPrefix) && regions_.size() < UINT32_MAX - 1) {
+      if (r.name.starts_with(kRegionPrefix) && regions_.size() < kMaxRegions) {
         open_regions_.push_back(static_cast<uint32_t>(regions_.size()));
         regions_.push_back(Region{std::string(r.name.substr(kRegionPrefix.size())), r.thread_id,
                                   r.time_ns, UINT64_MAX});
@@ -373,7 +384,12 @@ void Replay::torch(const format::TorchEventRecord& r) {
       }
       const uint32_t site =
           site_of(RawSite{r.stack_id, Api::kUnknown, MemoryKind::kDevice, true}, r.device);
-      a = LiveRecord{r.size, r.time_ns, site, open_region(), r.device,
+      a = LiveRecord{r.size,
+                     r.time_ns,
+                     site,
+                     open_region(),
+                     site_hot_[site].traits,
+                     r.device,
                      static_cast<uint32_t>(summary_.steps)};
       site_add(site, r.size);
       torch_allocated(r.device, r.size, 0);
@@ -498,8 +514,9 @@ TorchSnapshot Replay::snapshot(int32_t device, uint64_t time_ns) const {
 
 LiveAlloc Replay::expand(uint64_t address, const LiveRecord& a) const {
   const RawSite& s = sites_[a.site];
-  return LiveAlloc{address,          a.size, s.stack_id,   a.time_ns, a.device, s.api,
-                   s.kind,           step_of(a), s.torch_block, a.site,    a.region};
+  const uint32_t region = a.region == kNoLiveRegion ? LiveAlloc::kNoRegion : a.region;
+  return LiveAlloc{address, a.size,     s.stack_id,    a.time_ns, a.device, s.api,
+                   s.kind,  step_of(a), s.torch_block, a.site,    region};
 }
 
 std::vector<LiveAlloc> Replay::live() const {

@@ -183,15 +183,23 @@ class Replay {
 
  private:
   // What the replay keeps of a live allocation: half a cache line. The rest is its site's (stack,
-  // API, kind, tensor block) and its key's (the address); live() puts them back together.
+  // API, kind, tensor block) and its key's (the address); live() puts them back together. Its
+  // site's traits are copied in, so that a free does not load the site's SiteHot line (a cache
+  // miss in a busy trace, where the allocation loaded it anyway).
   struct LiveRecord {
     uint64_t size;
     uint64_t time_ns;
     uint32_t site;
-    uint32_t region;  // LiveAlloc::kNoRegion: none
+    uint32_t region : 24;  // kNoLiveRegion: none
+    uint32_t traits : 8;   // the site's traits()
     int32_t device;
     uint32_t step;  // the steps seen before it, modulo 2^32 (step_of: exact below 2^32 steps apart)
   };
+  static constexpr uint32_t kNoLiveRegion = (uint32_t{1} << 24) - 1;
+  static constexpr size_t kMaxRegions = kNoLiveRegion;  // regions opened at most
+  // What a site is, in one byte: its memory kind (3 bits), whether that is device memory
+  // (is_device_memory_kind) and whether it is a timeline site (is_timeline_site).
+  static constexpr uint8_t kKindBits = 7, kDeviceMemoryTrait = 8, kTimelineTrait = 16;
   uint64_t step_of(const LiveRecord& a) const {
     return summary_.steps - static_cast<uint32_t>(static_cast<uint32_t>(summary_.steps) - a.step);
   }
@@ -226,6 +234,9 @@ class Replay {
   std::vector<SiteSlot> site_slots_ = std::vector<SiteSlot>(size_t{1} << 12);
   [[gnu::always_inline]] inline void site_add(uint32_t site, uint64_t bytes);
   [[gnu::always_inline]] inline void site_sub(uint32_t site, uint64_t bytes);
+  // The same for a site whose traits are known: its SiteHot line is read only while a sampler
+  // wants touches or groups are summed.
+  [[gnu::always_inline]] inline void site_sub(uint32_t site, uint64_t bytes, uint8_t traits);
   // What every change of a site's bytes reads and writes besides the bytes, in one 32-byte entry (a
   // site out of the cache costs one line, not one per array). A sampler that
   // wants touches only needs to see a site once after each of its boundaries: both are behind one
@@ -237,9 +248,7 @@ class Replay {
     uint64_t peak = 0;            // site_peak
     uint32_t group = UINT32_MAX;  // set_site_groups' group, UINT32_MAX: none
     int32_t device = 0;           // site_device
-    bool timeline = false;        // is_timeline_site
-    MemoryKind kind = MemoryKind::kDevice;  // the site's, for a free: its record does not keep it
-    bool device_memory = false;             // is_device_memory_kind(kind)
+    uint8_t traits = 0;           // the site's kind and traits (k...Trait)
   };
   // After either sampler's boundary: every site is unseen again, and either may now want touches.
   void new_stamp() {
@@ -315,9 +324,9 @@ class Replay {
   uint64_t next_kept_ns_ = 0;
   std::vector<Region> regions_;
   std::vector<uint32_t> open_regions_;
-  // The innermost expect_no_leak region open now (LiveAlloc::kNoRegion: none).
+  // The innermost expect_no_leak region open now (kNoLiveRegion: none).
   uint32_t open_region() const {
-    return open_regions_.empty() ? LiveAlloc::kNoRegion : open_regions_.back();
+    return open_regions_.empty() ? kNoLiveRegion : open_regions_.back();
   }
   // nullptr for implausible device numbers (inline: every device allocation and free asks)
   DeviceMemoryTrack* device_track(int32_t device) {
