@@ -1,5 +1,6 @@
-// Where the analyzer's time goes on one trace: load (read + time-ordered replay), analysis,
-// timeline, JSON, each timed on its own, so a throughput change can be traced to its phase.
+// Where the analyzer's time goes on one trace, each phase timed on its own as `report --format
+// json` runs them: load (read + time-ordered replay), analysis, timeline and its JSON, the report's
+// JSON and its text, so a throughput change can be traced to its phase.
 //
 //   analyzer_phases TRACE [--replay-thread]   (the replay on a second thread, as analyze() does
 //                                              for one trace when a core is free)
@@ -10,6 +11,7 @@
 #include "gpumemshim/analyzer/analysis.h"
 #include "gpumemshim/analyzer/load.h"
 #include "gpumemshim/analyzer/report.h"
+#include "gpumemshim/analyzer/stack_view.h"
 #include "gpumemshim/analyzer/timeline.h"
 
 namespace an = gpumemshim::analyzer;
@@ -30,12 +32,20 @@ int main(int argc, char** argv) {
   an::LoadedTrace trace = an::load_trace(argv[1], {}, replay_thread);
   lap("load");
   an::AnalyzeOptions options;
-  an::ProcessReport p = an::analyze_trace(trace, options, nullptr);
+  an::StackView stacks(trace, options.max_frames);
+  an::ProcessReport p = an::analyze_trace(trace, options, nullptr, &stacks);
   lap("analyze");
-  an::Timeline tl = an::build_timeline(trace);
+  an::Timeline tl =
+      an::build_timeline(trace, an::kMaxTimelineSamples, an::kTimelineTopSites, &stacks);
   lap("timeline");
   auto j = an::timeline_json(tl);
   lap("json");
+  an::Report report;
+  report.processes.push_back(std::move(p));
+  auto rj = an::report_json(report);
+  lap("report");
+  std::string text = rj.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  lap("dump");
   std::printf("events %llu, sites %zu, samples %zu\n",
               static_cast<unsigned long long>(trace.stats.records), tl.all_sites.size(), tl.samples.size());
   return 0;
