@@ -50,6 +50,7 @@ class StreamingTimeOrder {
     }
     if (!marked_) batch_->last = std::max(batch_->last, time);
     newest_ = std::max(newest_, time);
+    if (queue_.size() > head_ && time < queue_.back().time) breaks_.push_back(queue_.size());
     queue_.push_back(Item{time, e});
     if (queue_.size() - head_ >= next_round_) round(visit);
     return true;
@@ -135,16 +136,25 @@ class StreamingTimeOrder {
     // The queue is queue_[head_, size): q[0, size).
     Item* const q = queue_.data() + head_;
     const size_t size = buffered();
+    auto later = [](uint64_t t, const Item& item) { return t < item.time; };
     // The tail of events not ready stays where it is; before it, the ready ones go to the front
-    // and the others aside, both in file order. The common case moves nothing.
-    size_t end = size;
-    while (end > 0 && q[end - 1].time > bound) --end;
-    // The ready start, and where its time order first breaks (SIZE_MAX: nowhere).
-    size_t n = 0, unsorted = SIZE_MAX;
-    for (uint64_t last = 0; n < end && q[n].time <= bound; ++n) {
-      if (q[n].time < last && unsorted == SIZE_MAX) unsorted = n;
-      last = q[n].time;
-    }
+    // and the others aside, both in file order. The common case moves nothing. The queue's last
+    // run in time order (from its last break on) is searched, not read through: in a shim's file
+    // it is the whole flush read since the last round.
+    const size_t last_run = breaks_.empty() ? 0 : breaks_.back() - head_;
+    size_t end = static_cast<size_t>(std::upper_bound(q + last_run, q + size, bound, later) - q);
+    if (end == last_run)
+      while (end > 0 && q[end - 1].time > bound) --end;
+    // The ready start, and where its time order first breaks (SIZE_MAX: nowhere): the first run
+    // is searched too, then read on past its end while events are ready.
+    const size_t first_run = std::min(breaks_.empty() ? size : breaks_.front() - head_, end);
+    size_t n = static_cast<size_t>(std::upper_bound(q, q + first_run, bound, later) - q),
+           unsorted = SIZE_MAX;
+    if (n == first_run)
+      for (uint64_t last = n > 0 ? q[n - 1].time : 0; n < end && q[n].time <= bound; ++n) {
+        if (q[n].time < last && unsorted == SIZE_MAX) unsorted = n;
+        last = q[n].time;
+      }
     held_.clear();
     for (size_t i = n; i < end; ++i) {
       if (q[i].time <= bound) {
@@ -175,9 +185,21 @@ class StreamingTimeOrder {
     // past what was emitted. The emitted space is given back (by moving what stays to the
     // vector's start) only once it is three times what stays: each event moved a third of a time.
     std::copy(held_.begin(), held_.end(), q + (end - held_.size()));
-    head_ += end - held_.size();
+    const size_t tail = head_ + end;  // where the tail begins, in queue_
+    head_ = tail - held_.size();
+    // The breaks in time order from the new head on: in and right after the held events (read
+    // again), then the tail's, which did not move.
+    size_t kept = 0;
+    while (kept < breaks_.size() && breaks_[kept] <= tail) ++kept;
+    new_breaks_.clear();
+    for (size_t i = head_ + 1; i <= tail && i < queue_.size(); ++i)
+      if (queue_[i].time < queue_[i - 1].time) new_breaks_.push_back(i);
+    new_breaks_.insert(new_breaks_.end(), breaks_.begin() + static_cast<std::ptrdiff_t>(kept),
+                       breaks_.end());
+    breaks_.swap(new_breaks_);
     if (head_ >= 3 * buffered() && head_ >= kMinRound) {
       queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(head_));
+      for (size_t& b : breaks_) b -= head_;
       head_ = 0;
     }
   }
@@ -277,6 +299,9 @@ class StreamingTimeOrder {
 
   std::vector<Item> queue_;  // from head_ on, in file order (before it: emitted, space to reuse)
   size_t head_ = 0;
+  // Every place i in queue_ past head_ whose event is older than the one before it (where a run in
+  // time order ends), increasing; perhaps a few more.
+  std::vector<size_t> breaks_, new_breaks_;
   static constexpr bool kPointerEvents = std::is_pointer_v<Event>;
   std::vector<Item> held_, sorted_;       // a round's: events not ready before the tail, sort_by_keys'
   std::vector<uint64_t> keys_, scratch_;  // sort_by_keys'
