@@ -67,7 +67,7 @@ for n in "${sizes[@]}"; do
     t=0
     [ -n "${two[$i]:-}" ] && read -r t _ <<<"$(best_median ${two[$i]})"
     awk -v n="$n" -v name="${names[$i]}" -v b="$bytes" -v s="$best" -v m="$median" -v r="${rss[$i]}" -v t="$t" 'BEGIN {
-      printf "| %d | %s | %d | %.2f | %.2f | %.2f | %.0f | %.1f | %s | %s |\n", n, name, b, s, m, n / s / 1e6,
+      printf "| %d | %s | %.0f | %.2f | %.2f | %.2f | %.0f | %.1f | %s | %s |\n", n, name, b, s, m, n / s / 1e6,
         r / 1024, r * 1024 / n, (t > 0 ? sprintf("%.2f", t) : "-"), (t > 0 ? sprintf("%.2f", n / t / 1e6) : "-") }'
   done
   unset one two rss
