@@ -99,7 +99,12 @@ class FlatMap {
   }
 
  private:
-  struct Slot {
+  // A slot of more than half a cache line gets a whole one: a probe then reads one line, where
+  // 48-byte slots would straddle two for every other slot.
+  static constexpr size_t kSlotAlign = sizeof(Key) + sizeof(Value) + sizeof(uint32_t) > 32
+                                           ? 64
+                                           : alignof(Key);
+  struct alignas(kSlotAlign) Slot {
     Key key{};
     Value value{};
     uint32_t dist = 0;  // 0: empty; else 1 + how far past its home slot it lies
