@@ -25,8 +25,8 @@ namespace gpumemshim::analyzer {
 
 template <typename Key, typename Record, typename Hash>
 class LiveTable {
-  // The record and the generation its key was inserted in: 4 more bytes, which a 44-byte slot of
-  // an 8-byte key and a 32-byte record pads anyway.
+  // The record and the generation its key was inserted in: 4 more bytes, in the padding of a slot
+  // of an 8-byte key and a 32-byte record (FlatMap gives such a slot a whole cache line).
   struct Entry {
     Record record;
     uint32_t generation;
