@@ -96,11 +96,9 @@ inline void Replay::site_add(uint32_t site, uint64_t bytes) {
   if (hot.group != UINT32_MAX) groups_.change(hot.group, bytes);
 }
 
-inline void Replay::site_sub(uint32_t site, uint64_t bytes) {
-  site_sub(site, bytes, site_hot_[site].traits);
-}
-
-inline void Replay::site_sub(uint32_t site, uint64_t bytes, uint8_t traits) {
+inline void Replay::site_sub(const LiveRecord& a) {
+  const uint32_t site = a.site;
+  const uint64_t bytes = a.size;
   peak_sites_.before_change(site, site_live_);
   if (touching_) {
     SiteHot& hot = site_hot_[site];
@@ -108,7 +106,7 @@ inline void Replay::site_sub(uint32_t site, uint64_t bytes, uint8_t traits) {
   }
   ++site_changes_;
   uint64_t now = site_live_[site] -= bytes;
-  if (traits & kTimelineTrait) {
+  if (a.traits & kTimelineTrait) {
     timeline_.site_changed(site, now);
     log_site_change(site, -static_cast<int64_t>(bytes));
   }
@@ -206,13 +204,7 @@ void Replay::alloc(const format::AllocRecord& r) {
   // A live address allocated again: we missed its free; the new allocation replaces the old one.
   if (!inserted) forget(*slot);
   const uint32_t site = site_of(RawSite{r.stack_id, r.api, r.kind, false}, r.device);
-  *slot = LiveRecord{r.size,
-                     r.time_ns,
-                     site,
-                     open_region(),
-                     site_hot_[site].traits,
-                     r.device,
-                     static_cast<uint32_t>(summary_.steps)};
+  *slot = new_record(site, r.size, r.time_ns, r.device);
   site_add(site, r.size);
   KindCounters& k = summary_.by_kind[static_cast<uint8_t>(r.kind)];
   ++k.allocations;
@@ -237,7 +229,7 @@ inline void Replay::forget(const LiveRecord& a) {
   KindCounters& k = summary_.by_kind[a.traits & kKindBits];
   --k.live_count;
   k.live_bytes -= a.size;
-  site_sub(a.site, a.size, static_cast<uint8_t>(a.traits));
+  site_sub(a);
   if (a.traits & kDeviceMemoryTrait) {
     live_device_bytes_ -= a.size;
     if (in_this_step(a)) in_step_ -= std::min(in_step_, a.size);
@@ -379,18 +371,12 @@ void Replay::torch(const format::TorchEventRecord& r) {
       if (!inserted) {  // its free was missed: the new block replaces it
         --t.live_blocks;
         t.live_block_bytes -= a.size;
-        site_sub(a.site, a.size);
+        site_sub(a);
         torch_allocated(a.device, 0, a.size);
       }
       const uint32_t site =
           site_of(RawSite{r.stack_id, Api::kUnknown, MemoryKind::kDevice, true}, r.device);
-      a = LiveRecord{r.size,
-                     r.time_ns,
-                     site,
-                     open_region(),
-                     site_hot_[site].traits,
-                     r.device,
-                     static_cast<uint32_t>(summary_.steps)};
+      a = new_record(site, r.size, r.time_ns, r.device);
       site_add(site, r.size);
       torch_allocated(r.device, r.size, 0);
       ++t.live_blocks;
@@ -409,7 +395,7 @@ void Replay::torch(const format::TorchEventRecord& r) {
         const LiveRecord& a = torch_live_.at_slot(slot);
         --t.live_blocks;
         t.live_block_bytes -= a.size;
-        site_sub(a.site, a.size);
+        site_sub(a);
         torch_allocated(a.device, 0, a.size);
         if (in_this_step(a)) torch_in_step_ -= std::min(torch_in_step_, a.size);
         torch_live_.erase_slot(slot);  // last: a is the table's record

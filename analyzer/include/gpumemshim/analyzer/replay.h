@@ -191,7 +191,7 @@ class Replay {
     uint64_t time_ns;
     uint32_t site;
     uint32_t region : 24;  // kNoLiveRegion: none
-    uint32_t traits : 8;   // the site's traits()
+    uint32_t traits : 8;   // its site's SiteHot::traits
     int32_t device;
     uint32_t step;  // the steps seen before it, modulo 2^32 (step_of: exact below 2^32 steps apart)
   };
@@ -207,6 +207,16 @@ class Replay {
     return a.step == static_cast<uint32_t>(summary_.steps);
   }
   LiveAlloc expand(uint64_t address, const LiveRecord& a) const;
+  // The record of an allocation made now at `site` (allocations and tensor blocks alike).
+  LiveRecord new_record(uint32_t site, uint64_t size, uint64_t time_ns, int32_t device) const {
+    return LiveRecord{size,
+                      time_ns,
+                      site,
+                      open_region(),
+                      site_hot_[site].traits,
+                      device,
+                      static_cast<uint32_t>(summary_.steps)};
+  }
   // Inline (defined in replay.cpp, their only user, as are site_add and site_sub) in alloc and
   // free: a call each cost more than their work.
   [[gnu::always_inline]] inline void forget(const LiveRecord& a);  // takes a live allocation out of every count (not the map)
@@ -233,10 +243,9 @@ class Replay {
   int site_slot_shift_ = 64 - 12;
   std::vector<SiteSlot> site_slots_ = std::vector<SiteSlot>(size_t{1} << 12);
   [[gnu::always_inline]] inline void site_add(uint32_t site, uint64_t bytes);
-  [[gnu::always_inline]] inline void site_sub(uint32_t site, uint64_t bytes);
-  // The same for a site whose traits are known: its SiteHot line is read only while a sampler
-  // wants touches or groups are summed.
-  [[gnu::always_inline]] inline void site_sub(uint32_t site, uint64_t bytes, uint8_t traits);
+  // A live allocation's bytes leave its site: from its record, which holds the site's traits, so
+  // the site's SiteHot line is read only while a sampler wants touches or groups are summed.
+  [[gnu::always_inline]] inline void site_sub(const LiveRecord& a);
   // What every change of a site's bytes reads and writes besides the bytes, in one 32-byte entry (a
   // site out of the cache costs one line, not one per array). A sampler that
   // wants touches only needs to see a site once after each of its boundaries: both are behind one
@@ -346,7 +355,7 @@ class Replay {
     size_t operator()(uint64_t a) const noexcept { return static_cast<size_t>(a); }
   };
   // Live allocations by address, one table per address class (address_key.h): a key of the
-  // address alone keeps each slot (key, record, distance) at 48 bytes.
+  // address alone keeps each slot (key, record, generation, distance) within one cache line.
   using LiveRecords = LiveTable<uint64_t, LiveRecord, AddressHash>;
   std::array<LiveRecords, kAddressClasses> live_;
   LiveRecords torch_live_;  // tensor blocks by address
