@@ -9,10 +9,10 @@
 #include <string_view>
 
 #include "gpumemshim/analyzer/analysis.h"
-#include "gpumemshim/analyzer/load.h"
+#include "replay/load.h"
 #include "gpumemshim/analyzer/report.h"
-#include "gpumemshim/analyzer/stack_view.h"
-#include "gpumemshim/analyzer/timeline.h"
+#include "report/stack_view.h"
+#include "findings/timeline.h"
 
 namespace an = gpumemshim::analyzer;
 

@@ -3,8 +3,8 @@
 #include "ci_outputs.h"
 
 #include "gpumemshim/analyzer/report.h"
-#include "gpumemshim/analyzer/report_junit.h"
-#include "gpumemshim/analyzer/report_sarif.h"
+#include "render/report_junit.h"
+#include "render/report_sarif.h"
 
 namespace gpumemshim::cli {
 

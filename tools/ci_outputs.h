@@ -2,7 +2,7 @@
 #pragma once
 #include "cli.h"
 #include "gpumemshim/analyzer/analysis.h"
-#include "gpumemshim/analyzer/ci_findings.h"
+#include "render/ci_findings.h"
 
 namespace gpumemshim::cli {
 

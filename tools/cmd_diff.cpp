@@ -6,9 +6,9 @@
 
 #include "cli.h"
 #include "gpumemshim/analyzer/analysis.h"
-#include "gpumemshim/analyzer/diff.h"
+#include "render/diff.h"
 #include "gpumemshim/analyzer/report.h"
-#include "gpumemshim/analyzer/timeline.h"
+#include "findings/timeline.h"
 
 namespace gpumemshim::cli {
 

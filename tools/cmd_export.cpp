@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
-#include "gpumemshim/analyzer/export_chrome.h"
-#include "gpumemshim/analyzer/export_memviz.h"
+#include "render/export_chrome.h"
+#include "render/export_memviz.h"
 
 namespace gpumemshim::cli {
 

@@ -5,8 +5,8 @@
 #include "cli.h"
 #include "gpumemshim/analyzer/analysis.h"
 #include "gpumemshim/analyzer/report.h"
-#include "gpumemshim/analyzer/report_html.h"
-#include "gpumemshim/analyzer/timeline.h"
+#include "render/report_html.h"
+#include "findings/timeline.h"
 
 namespace gpumemshim::cli {
 

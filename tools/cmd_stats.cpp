@@ -1,5 +1,5 @@
 #include "cli.h"
-#include "gpumemshim/analyzer/load.h"
+#include "replay/load.h"
 #include "gpumemshim/analyzer/report.h"
 
 namespace gpumemshim::cli {

@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpumemshim/analyzer/ci_findings.h"
-#include "gpumemshim/analyzer/report_junit.h"
-#include "gpumemshim/analyzer/report_sarif.h"
+#include "render/ci_findings.h"
+#include "render/report_junit.h"
+#include "render/report_sarif.h"
 
 namespace an = gpumemshim::analyzer;
 using nlohmann::json;

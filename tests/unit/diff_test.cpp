@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpumemshim/analyzer/diff.h"
+#include "render/diff.h"
 
 namespace an = gpumemshim::analyzer;
 using nlohmann::json;

@@ -5,8 +5,8 @@
 #include <random>
 #include <unordered_map>
 
-#include "gpumemshim/analyzer/flat_map.h"
-#include "gpumemshim/analyzer/live_table.h"
+#include "replay/flat_map.h"
+#include "replay/live_table.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // PeakSiteTracker must give every site's live bytes at the last peak exactly as a full copy taken
 // at each new peak would, whether its change log is still open at the end, was settled long ago,
 // or was settled and then reopened by a later peak; sites first seen after the peak held nothing.
-#include "gpumemshim/analyzer/peak_sites.h"
+#include "findings/peak_sites.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "gpumemshim/analyzer/python_lines.h"
+#include "report/python_lines.h"
 
 using gpumemshim::analyzer::line_for_offset;
 

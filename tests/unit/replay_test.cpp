@@ -1,5 +1,5 @@
 // Replay and findings on synthesized traces.
-#include "gpumemshim/analyzer/replay.h"
+#include "replay/replay.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 
 #include "gpumemshim/analyzer/analysis.h"
 #include "gpumemshim/analyzer/errors.h"
-#include "gpumemshim/analyzer/load.h"
+#include "replay/load.h"
 #include "gpumemshim/analyzer/report.h"
 #include "temp_dir.h"
 #include "trace_builder.h"

@@ -2,7 +2,7 @@
 // the frames seen on the H200 (docs/gpu-validation.md): static cudart internals, cudaMalloc<T>
 // inlined from cuda_runtime.h, the shared runtime and driver. Then stable keys, per frame list
 // and per stack id (frames made once per pc).
-#include "gpumemshim/analyzer/stack_view.h"
+#include "report/stack_view.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "gpumemshim/analyzer/growth.h"
+#include "findings/growth.h"
 
 namespace an = gpumemshim::analyzer;
 

@@ -1,5 +1,5 @@
 // for_each_in_time_order must visit events exactly as a stable sort by time orders them.
-#include "gpumemshim/analyzer/time_order.h"
+#include "replay/time_order.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "gpumemshim/analyzer/stream_order.h"
+#include "replay/stream_order.h"
 
 namespace ga = gpumemshim::analyzer;
 

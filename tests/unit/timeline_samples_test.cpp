@@ -6,7 +6,7 @@
 #include <map>
 #include <random>
 
-#include "gpumemshim/analyzer/timeline_samples.h"
+#include "findings/timeline_samples.h"
 
 namespace an = gpumemshim::analyzer;
 

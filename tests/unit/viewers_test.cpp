@@ -6,13 +6,13 @@
 #include <fmt/format.h>
 
 #include "gpumemshim/analyzer/analysis.h"
-#include "gpumemshim/analyzer/export_memviz.h"
-#include "gpumemshim/analyzer/load.h"
+#include "render/export_memviz.h"
+#include "replay/load.h"
 #include "gpumemshim/analyzer/report.h"
-#include "gpumemshim/analyzer/report_html.h"
-#include "gpumemshim/analyzer/stack_view.h"
-#include "gpumemshim/analyzer/timeline.h"
-#include "gpumemshim/analyzer/trace_events.h"
+#include "render/report_html.h"
+#include "report/stack_view.h"
+#include "findings/timeline.h"
+#include "replay/trace_events.h"
 #include "temp_dir.h"
 #include "trace_builder.h"
 

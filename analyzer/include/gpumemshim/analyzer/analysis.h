@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "gpumemshim/analyzer/growth.h"
-#include "gpumemshim/analyzer/load.h"
+#include "findings/growth.h"
+#include "replay/load.h"
 #include "gpumemshim/analyzer/model.h"
-#include "gpumemshim/analyzer/ranks.h"
+#include "findings/ranks.h"
 #include "gpumemshim/analyzer/suppressions.h"
 
 namespace gpumemshim::analyzer {

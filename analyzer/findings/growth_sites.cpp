@@ -1,0 +1,193 @@
+// Growth findings of one process: the sampled live bytes of raw sites summed per symbolized site,
+// fitted, and kept when they rise steadily.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "gpumemshim/analyzer/analysis.h"
+#include "report/stack_view.h"
+
+namespace gpumemshim::analyzer {
+
+namespace {
+
+uint64_t device_total(const LoadedTrace& trace, int32_t device) {
+  for (const DeviceInfo& d : trace.devices)
+    if (d.device == device && d.total_bytes) return d.total_bytes;
+  const auto& tracks = trace.replay.devices();
+  if (device >= 0 && static_cast<size_t>(device) < tracks.size() && tracks[static_cast<size_t>(device)].has_meminfo)
+    return tracks[static_cast<size_t>(device)].meminfo_total;
+  return 0;
+}
+
+// The raw sites whose series (SiteSampler::series) are not constant, from one pass over the
+// sampler's log rather than a series per site.
+std::vector<bool> varying_sites(const SiteSampler& sampler) {
+  struct State {
+    bool any = false;    // a value seen (else the series is 0 so far)
+    bool shown = false;  // first holds the series' first value
+    bool varies = false;
+    size_t point = 0;  // where the latest value starts
+    uint64_t first = 0;
+    uint64_t latest = 0;  // shown unless a later value at the same point replaces it
+  };
+  std::vector<State> st(sampler.sites());
+  auto show = [](State& s, uint64_t v) {
+    s.varies = s.varies || (s.shown && v != s.first);
+    if (!s.shown) s.first = v;
+    s.shown = true;
+  };
+  sampler.for_each_value([&](uint32_t site, size_t point, uint64_t bytes) {
+    State& s = st[site];
+    if (!s.any) {
+      if (point > 0) show(s, 0);  // 0 before the first value
+    } else if (point != s.point) {
+      show(s, s.latest);
+    }
+    s.any = true;
+    s.point = point;
+    s.latest = bytes;
+  });
+  std::vector<bool> varies(st.size());
+  for (size_t i = 0; i < st.size(); ++i) {
+    if (st[i].any) show(st[i], st[i].latest);
+    varies[i] = st[i].varies;
+  }
+  return varies;
+}
+
+constexpr uint32_t kNoGroup = UINT32_MAX;
+
+// Each group's series: the sum of its raw sites' series (group_of_raw[raw], kNoGroup: none), in
+// one pass over the sampler's log. Its values come by point, each point's scattered over the
+// sites; their changes go into a block of kBlock points by group (point-major: the additions of a
+// point stay within a few kilobytes), flushed into the rows as running sums when the log moves
+// past it (row-major additions missed the cache at nearly every value).
+std::vector<std::vector<uint64_t>> group_series(const SiteSampler& sampler,
+                                                const std::vector<uint32_t>& group_of_raw,
+                                                size_t groups) {
+  constexpr size_t kBlock = 8;  // points: a cache line of each row
+  const size_t n_points = sampler.point_count();
+  std::vector<std::vector<uint64_t>> y(groups, std::vector<uint64_t>(n_points));
+  std::vector<uint64_t> block(kBlock * groups, 0), running(groups, 0);
+  std::vector<uint64_t> last(group_of_raw.size(), 0);  // each raw site's value so far
+  size_t block_start = 0;
+  auto flush = [&] {
+    const size_t end = std::min(block_start + kBlock, n_points);
+    for (size_t g = 0; g < groups; ++g) {
+      uint64_t sum = running[g];
+      for (size_t p = block_start; p < end; ++p) {
+        uint64_t& change = block[(p - block_start) * groups + g];
+        y[g][p] = sum += change;  // wraps as the sum of the raw series would
+        change = 0;
+      }
+      running[g] = sum;
+    }
+    block_start = end;
+  };
+  sampler.for_each_value([&](uint32_t raw, size_t point, uint64_t bytes) {
+    const uint32_t g = raw < group_of_raw.size() ? group_of_raw[raw] : kNoGroup;
+    if (g == kNoGroup) return;
+    while (point >= block_start + kBlock) flush();
+    block[(point - block_start) * groups + g] += bytes - last[raw];
+    last[raw] = bytes;
+  });
+  while (block_start < n_points) flush();
+  return y;
+}
+
+}  // namespace
+
+std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks) {
+  const Replay& replay = trace.replay;
+  const bool by_steps = replay.summary().steps > 0;
+  const bool has_torch = replay.summary().torch.events > 0;
+  SiteSampler time_samples{kMaxTimePoints};
+  if (!by_steps) time_samples = replay.time_samples_closed();
+  const SiteSampler& sampler = by_steps ? replay.step_samples() : time_samples;
+  std::vector<uint64_t> x = sampler.points();
+  if (x.size() < 5) return {};
+  // Time buckets are counted in buckets of the final stride, not in ticks.
+  const uint64_t stride = by_steps ? 1 : sampler.stride();
+  if (!by_steps)
+    for (uint64_t& v : x) v = (v + stride - 1) / stride;
+
+  struct Site {
+    uint32_t group = 0;  // its series: y[group]
+    RawSite raw;
+    int32_t device = 0;
+    std::vector<Frame> stack;
+  };
+  std::map<std::tuple<std::string, uint8_t, uint8_t, bool>, Site> sites;
+  const std::vector<bool> varies = varying_sites(sampler);
+  std::vector<uint32_t> group_of_raw(varies.size(), kNoGroup);
+  const std::vector<RawSite>& raws = replay.sites();
+  for (uint32_t i = 0; i < raws.size() && i < varies.size(); ++i) {
+    const RawSite& r = raws[i];
+    if (!is_memory_kind(r.kind)) continue;
+    // The allocator's cache grows with the tensors in it: the tensor sites are the finding.
+    if (has_torch && !r.torch_block && (r.api == Api::kCudaMalloc || r.api == Api::kCuMemCreate)) continue;
+    if (!varies[i]) continue;  // a constant series adds nothing to find
+    const std::vector<Frame>& frames = stacks.frames(r.stack_id);
+    auto [it, inserted] =
+        sites.try_emplace({stacks.stable_key(r.stack_id), static_cast<uint8_t>(r.api),
+                           static_cast<uint8_t>(r.kind), r.torch_block});
+    Site& s = it->second;
+    if (inserted) {
+      s.group = static_cast<uint32_t>(sites.size() - 1);
+      s.raw = r;
+      s.device = replay.site_device(i);
+      s.stack = frames;
+    } else if (s.device != replay.site_device(i)) {
+      s.device = -1;
+    }
+    group_of_raw[i] = s.group;
+  }
+  const std::vector<std::vector<uint64_t>> y = group_series(sampler, group_of_raw, sites.size());
+
+  std::vector<Growth> out;
+  for (auto& [key, s] : sites) {
+    // Growth ends higher than where its fit starts (after the warm-up, TrendFit's first_bytes):
+    // checked before the O(n^2) fit, which a site that does not rise never needs.
+    const std::vector<uint64_t>& sy = y[s.group];
+    const size_t warmup = trend_warmup(sy.size());
+    if (sy.size() <= warmup || sy.back() <= sy[warmup]) continue;
+    TrendFit f = fit_trend(x, sy);
+    if (f.points == 0 || f.slope < 1.0 || f.confidence < kMinGrowthConfidence) continue;
+    Growth g;
+    g.id = site_id_of(std::get<0>(key), s.raw.api, s.raw.torch_block);
+    g.basis = by_steps ? "steps" : "time";
+    g.bytes_per_step = std::round(f.slope);
+    g.bucket_s = by_steps ? 0 : static_cast<double>(stride * replay.time_tick_ns()) / 1e9;
+    g.steps = f.points;
+    g.warmup_steps = f.warmup;
+    g.last_step = x.back();
+    g.first_live_bytes = f.first_bytes;
+    g.last_live_bytes = f.last_bytes;
+    g.confidence = f.confidence;
+    g.api = s.raw.api;
+    g.memory = s.raw.kind;
+    g.torch_block = s.raw.torch_block;
+    g.device = s.device;
+    g.pid = trace.process.pid;
+    g.rank = trace.process.rank;
+    g.stack = std::move(s.stack);
+    // The device fills up when the process's peak plus this growth reaches its total.
+    uint64_t total = device_total(trace, s.device < 0 ? 0 : s.device);
+    uint64_t peak = replay.summary().peak_bytes;
+    if (total > peak && is_device_memory_kind(g.memory)) {
+      g.has_projection = true;
+      g.projected_oom_step =
+          g.last_step + static_cast<uint64_t>(std::ceil(static_cast<double>(total - peak) / g.bytes_per_step));
+    }
+    out.push_back(std::move(g));
+  }
+  std::sort(out.begin(), out.end(), [](const Growth& a, const Growth& b) {
+    if (a.bytes_per_step != b.bytes_per_step) return a.bytes_per_step > b.bytes_per_step;
+    return a.id < b.id;
+  });
+  return out;
+}
+
+}  // namespace gpumemshim::analyzer

@@ -1,0 +1,212 @@
+// Findings on the survivors of one process (DESIGN.md §8): every allocation alive at the end is a
+// "leak", "cached" or "retained" entry, grouped by call site, each with the reason for its kind;
+// unreleased address space is listed apart.
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "gpumemshim/analyzer/analysis.h"
+#include "report/stack_view.h"
+
+namespace gpumemshim::analyzer {
+
+namespace {
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+bool by_bytes_desc(const SiteGroup& a, const SiteGroup& b) {
+  if (a.bytes != b.bytes) return a.bytes > b.bytes;
+  if (a.count != b.count) return a.count > b.count;
+  if (a.id != b.id) return a.id < b.id;
+  return a.kind < b.kind;
+}
+
+// Why a survivor is alive at the end, before the site-level verdict.
+enum class Origin : uint8_t {
+  kCached,     // a caching allocator's segment (torch events in the trace)
+  kRegion,     // allocated inside an expect_no_leak region
+  kNoSteps,    // the trace has no step markers
+  kBeforeStep, // allocated before the first step marker
+  kAfterStep,  // allocated after it: a leak only when the site accumulates survivors
+  kAddress,    // address space (mappings, reservations)
+};
+
+// Survivors from this many different steps make a site "accumulating": one or two steps' worth
+// alive at exit is what a loop normally holds (the last batch, the last step's outputs).
+constexpr size_t kAccumulatingSteps = 3;
+
+struct Survivors {
+  uint64_t bytes = 0, count = 0, first_time = UINT64_MAX, first_step = UINT64_MAX;
+  int32_t device = 0;
+  bool mixed_devices = false;
+  std::vector<uint64_t> steps;  // distinct steps, at most kAccumulatingSteps kept
+
+  void add_step(uint64_t step) {
+    if (steps.size() < kAccumulatingSteps && std::find(steps.begin(), steps.end(), step) == steps.end())
+      steps.push_back(step);
+  }
+  void merge(const Survivors& o) {
+    if (count == 0) device = o.device;
+    else if (device != o.device || o.mixed_devices) mixed_devices = true;
+    bytes += o.bytes;
+    count += o.count;
+    first_time = std::min(first_time, o.first_time);
+    first_step = std::min(first_step, o.first_step);
+    for (uint64_t s : o.steps) add_step(s);
+  }
+};
+
+// A communication library's own buffers (NCCL's communicators, channels and proxy buffers, which
+// it maps with cuMem* or allocates itself): made by its code, released by ncclCommDestroy /
+// destroy_process_group, not by the user's script. Returns the library's name, or "".
+std::string_view owning_library(const std::vector<Frame>& frames) {
+  for (const Frame& f : frames) {
+    std::string_view m = f.module;
+    size_t slash = m.rfind('/');
+    if (slash != std::string_view::npos) m = m.substr(slash + 1);
+    if (m.starts_with("libnccl")) return "nccl";
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string site_id(const std::string& stack_key, Api api) {
+  return fmt::format("{:012x}", fnv1a(fmt::format("{}#{}", stack_key, format::api_name(api))) >> 16);
+}
+
+std::string site_id_of(const std::string& stack_key, Api api, bool torch_block) {
+  return site_id(torch_block ? stack_key + "#torch.alloc" : stack_key, api);
+}
+
+// Groups surviving allocations by call site and origin: first by raw (stack id, api, kind), then
+// merged by symbolized stack (different raw stacks can symbolize alike once the shim's frames are
+// gone); the verdict for allocations after the first step is taken on the merged site.
+void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<SiteGroup>& leaks,
+                     std::vector<SiteGroup>& address_space) {
+  const Replay& replay = trace.replay;
+  const bool has_steps = replay.summary().steps > 0;
+  // With the caching allocator's own events in the trace, its segments (cudaMalloc, or cuMemCreate
+  // with expandable segments) alive at the end are its cache; its tensor blocks are what leaks.
+  const bool has_torch = replay.summary().torch.events > 0;
+  const std::vector<Region>& regions = replay.regions();
+
+  // (stack, api, kind, torch, origin, region name)
+  using RawKey = std::tuple<uint64_t, uint8_t, uint8_t, bool, Origin, std::string>;
+  std::map<RawKey, Survivors> raw;
+  for (const LiveAlloc& a : replay.live()) {
+    Origin origin;
+    std::string region;
+    if (!is_memory_kind(a.kind)) origin = Origin::kAddress;
+    else if (has_torch && !a.torch_block && (a.api == Api::kCudaMalloc || a.api == Api::kCuMemCreate))
+      origin = Origin::kCached;
+    else if (a.region != LiveAlloc::kNoRegion && a.region < regions.size()) {
+      origin = Origin::kRegion;
+      region = regions[a.region].name;
+    } else if (!has_steps) origin = Origin::kNoSteps;
+    else if (a.step == 0) origin = Origin::kBeforeStep;
+    else origin = Origin::kAfterStep;
+    Survivors one;
+    one.bytes = a.size;
+    one.count = 1;
+    one.first_time = a.time_ns;
+    one.first_step = a.step;
+    one.device = a.device;
+    one.add_step(a.step);
+    raw[{a.stack_id, static_cast<uint8_t>(a.api), static_cast<uint8_t>(a.kind), a.torch_block,
+         origin, std::move(region)}].merge(one);
+  }
+
+  struct Merged {
+    SiteGroup group;
+    Survivors survivors;
+    Origin origin;
+  };
+  std::map<std::tuple<std::string, uint8_t, uint8_t, bool, Origin, std::string>, Merged> merged;
+  for (auto& [key, r] : raw) {
+    const auto& [stack_id, api_v, kind_v, torch_block, origin, region] = key;
+    const std::vector<Frame>& frames = stacks.frames(stack_id);
+    const std::string& skey = stacks.stable_key(stack_id);
+    auto [it, inserted] = merged.try_emplace({skey, api_v, kind_v, torch_block, origin, region});
+    Merged& m = it->second;
+    if (inserted) {
+      SiteGroup& g = m.group;
+      g.api = static_cast<Api>(api_v);
+      g.memory = static_cast<MemoryKind>(kind_v);
+      g.torch_block = torch_block;
+      g.id = site_id_of(skey, g.api, torch_block);
+      g.pid = trace.process.pid;
+      g.stack = frames;
+      g.region = region;
+      g.owner = std::string(owning_library(frames));
+      m.origin = origin;
+    }
+    m.survivors.merge(r);
+  }
+
+  for (auto& [key, m] : merged) {
+    SiteGroup& g = m.group;
+    const Survivors& s = m.survivors;
+    g.bytes = s.bytes;
+    g.count = s.count;
+    g.device = s.mixed_devices ? -1 : s.device;
+    g.first_time_ns = s.first_time;
+    switch (m.origin) {
+      case Origin::kAddress:
+        g.kind = "unreleased";
+        g.reason = "address space still mapped or reserved at exit";
+        break;
+      case Origin::kCached:
+        g.kind = "cached";
+        g.reason = "segment held by PyTorch's caching allocator";
+        break;
+      case Origin::kRegion:
+        g.kind = "leak";
+        g.reason = fmt::format("allocated inside expect_no_leak region '{}' and alive at its end", g.region);
+        break;
+      case Origin::kNoSteps:
+        g.kind = "leak";
+        g.reason = "alive at exit in a trace without step markers";
+        break;
+      case Origin::kBeforeStep:
+        g.kind = "retained";
+        g.reason = "allocated before the first step and alive at exit";
+        break;
+      case Origin::kAfterStep:
+        if (s.steps.size() >= kAccumulatingSteps) {
+          g.kind = "leak";
+          g.reason = fmt::format("alive at exit; allocated after step {} at a site whose survivors "
+                                 "accumulate step over step",
+                                 s.first_step);
+        } else {
+          g.kind = "retained";
+          g.reason = fmt::format("alive at exit; allocated after step {}, but survivors of only {} "
+                                 "step{} at this site: not accumulating",
+                                 s.first_step, s.steps.size(), s.steps.size() == 1 ? "" : "s");
+        }
+        break;
+    }
+    if (!g.owner.empty() && (m.origin == Origin::kNoSteps || m.origin == Origin::kBeforeStep ||
+                             m.origin == Origin::kAfterStep)) {
+      g.kind = "retained";
+      g.reason = fmt::format("{}'s own buffers (made by its code, released by ncclCommDestroy / "
+                             "destroy_process_group): not the script's leak",
+                             g.owner == "nccl" ? "NCCL" : g.owner);
+    }
+    if (m.origin == Origin::kAddress) address_space.push_back(std::move(g));
+    else leaks.push_back(std::move(g));
+  }
+  std::sort(leaks.begin(), leaks.end(), by_bytes_desc);
+  std::sort(address_space.begin(), address_space.end(), by_bytes_desc);
+}
+
+}  // namespace gpumemshim::analyzer

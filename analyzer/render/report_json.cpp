@@ -1,0 +1,283 @@
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "gpumemshim/analyzer/report.h"
+#include "findings/timeline.h"
+
+namespace gpumemshim::analyzer {
+
+using nlohmann::json;
+
+namespace {
+
+json by_kind_json(const ByKind& by_kind) {
+  json o = json::object();
+  for (uint8_t k = 1; k <= format::kMemoryKindMax; ++k) {
+    const KindCounters& c = by_kind[k];
+    o[std::string(format::memory_kind_name(static_cast<MemoryKind>(k)))] = {
+        {"allocations", c.allocations}, {"frees", c.frees}, {"live_count", c.live_count},
+        {"live_bytes", c.live_bytes}, {"peak_bytes", c.peak_bytes}};
+  }
+  return o;
+}
+
+// Calls per API as recorded: allocations and failures under the allocating API, frees under the
+// freeing one. Only APIs that occur are listed.
+json by_api_json(const std::vector<const TraceStats*>& all) {
+  json o = json::object();
+  for (uint8_t a = 1; a < format::kApiCount; ++a) {
+    uint64_t allocs = 0, frees = 0, failed = 0, bytes = 0;
+    for (const TraceStats* st : all) {
+      allocs += st->allocs_by_api[a];
+      frees += st->frees_by_api[a];
+      failed += st->failed_by_api[a];
+      bytes += st->bytes_by_api[a];
+    }
+    if (allocs + frees + failed == 0) continue;
+    o[std::string(format::api_name(static_cast<Api>(a)))] = {
+        {"allocations", allocs}, {"frees", frees}, {"failed", failed}, {"bytes", bytes}};
+  }
+  return o;
+}
+
+json summary_json(const Summary& s) {
+  return {{"allocations", s.allocations},
+          {"frees", s.frees},
+          {"failed_allocations", s.failed_allocations},
+          {"failed_frees", s.failed_frees},
+          {"unmatched_frees", s.unmatched_frees},
+          {"peak_bytes", s.peak_bytes},
+          {"leaked_bytes", s.leaked_bytes},
+          {"leaked_allocations", s.leaked_allocations},
+          {"suppressed_bytes", s.suppressed_bytes},
+          {"suppressed_allocations", s.suppressed_allocations},
+          {"retained_bytes", s.retained_bytes},
+          {"cached_bytes", s.cached_bytes},
+          {"markers", s.markers},
+          {"steps", s.steps},
+          {"ranges", s.ranges},
+          {"by_kind", by_kind_json(s.by_kind)},
+          {"torch", {{"allocs", s.torch.allocs},
+                     {"frees", s.torch.frees},
+                     {"segment_allocs", s.torch.segment_allocs},
+                     {"segment_frees", s.torch.segment_frees},
+                     {"ooms", s.torch.ooms},
+                     {"live_blocks", s.torch.live_blocks},
+                     {"live_block_bytes", s.torch.live_block_bytes}}}};
+}
+
+json group_json(const SiteGroup& g) {
+  json o = {{"id", g.id},
+            {"kind", g.kind},
+            {"reason", g.reason},
+            {"bytes", g.bytes},
+            {"count", g.count},
+            {"api", g.torch_block ? std::string("torch.alloc") : std::string(format::api_name(g.api))},
+            {"memory", g.torch_block ? std::string("torch_block")
+                                     : std::string(format::memory_kind_name(g.memory))},
+            {"device", g.device},
+            {"pid", g.pid},
+            {"rank", g.rank},
+            {"first_time_s", static_cast<double>(g.first_time_ns) / 1e9},
+            {"stack", frames_to_json(g.stack)}};
+  if (!g.region.empty()) o["region"] = g.region;
+  if (!g.owner.empty()) o["owner"] = g.owner;
+  if (g.suppressed) {
+    o["suppressed"] = true;
+    o["suppressed_by"] = g.suppressed_by;
+  }
+  return o;
+}
+
+json growth_json(const Growth& g) {
+  const bool by_time = g.basis == "time";
+  json o = {{"id", g.id},
+            {"basis", g.basis},
+            {"bytes_per_step", static_cast<uint64_t>(g.bytes_per_step)},
+            {"steps", g.steps},
+            {"warmup_steps", g.warmup_steps},
+            {"last_step", g.last_step},
+            {"first_live_bytes", g.first_live_bytes},
+            {"last_live_bytes", g.last_live_bytes},
+            {"confidence", g.confidence},
+            {"projected_oom_step", json()},
+            {"device", g.device},
+            {"pid", g.pid},
+            {"rank", g.rank},
+            {"api", g.torch_block ? std::string("torch.alloc") : std::string(format::api_name(g.api))},
+            {"memory", g.torch_block ? std::string("torch_block")
+                                     : std::string(format::memory_kind_name(g.memory))},
+            {"stack", frames_to_json(g.stack)}};
+  if (g.has_projection && !by_time) o["projected_oom_step"] = g.projected_oom_step;
+  if (by_time) {
+    o["bucket_s"] = g.bucket_s;
+    o["projected_oom_time_s"] =
+        g.has_projection ? json(static_cast<double>(g.projected_oom_step) * g.bucket_s) : json();
+  }
+  if (g.suppressed) {
+    o["suppressed"] = true;
+    o["suppressed_by"] = g.suppressed_by;
+  }
+  return o;
+}
+
+// Fields that only the caching allocator's events can fill are null without them.
+json fragmentation_json(const DeviceFragmentation& d) {
+  auto torch_only = [&](uint64_t v) { return d.torch ? json(v) : json(); };
+  json ooms = json::array();
+  for (const OomFinding& o : d.ooms) {
+    json e = {{"time_s", static_cast<double>(o.time_ns) / 1e9},
+              {"requested_bytes", o.requested},
+              {"reserved_bytes", o.torch ? json(o.reserved) : json()},
+              {"allocated_bytes", o.torch ? json(o.allocated) : json()},
+              {"device_free_bytes", o.has_device_free ? json(o.device_free) : json()},
+              {"largest_free_block_bytes", o.torch ? json(o.largest_free_block) : json()},
+              {"enough_total_free", o.enough_total_free},
+              {"source", o.torch ? "torch" : "runtime"},
+              {"stack", frames_to_json(o.stack)}};
+    if (o.suppressed) {
+      e["suppressed"] = true;
+      e["suppressed_by"] = o.suppressed_by;
+    }
+    ooms.push_back(std::move(e));
+  }
+  return {{"pid", d.pid},
+          {"rank", d.rank},
+          {"device", d.device},
+          {"torch", d.torch},
+          {"device_total_bytes", d.device_total ? json(d.device_total) : json()},
+          {"reserved_peak_bytes", torch_only(d.reserved_peak)},
+          {"allocated_at_reserved_peak_bytes", torch_only(d.allocated_at_reserved_peak)},
+          {"max_reserved_minus_allocated_bytes", torch_only(d.max_reserved_minus_allocated)},
+          {"reserved_end_bytes", torch_only(d.reserved_end)},
+          {"allocated_end_bytes", torch_only(d.allocated_end)},
+          {"blocks_at", d.torch ? json(d.snapshot) : json()},
+          {"inactive_split_blocks", torch_only(d.inactive_split_blocks)},
+          {"inactive_split_bytes", torch_only(d.inactive_split_bytes)},
+          {"largest_free_block_bytes", torch_only(d.largest_free_block)},
+          {"untracked_bytes", d.has_untracked ? json(d.untracked) : json()},
+          {"ooms", std::move(ooms)}};
+}
+
+json process_json(const ProcessReport& p) {
+  json devices = json::array();
+  for (const DeviceInfo& d : p.devices)
+    devices.push_back({{"device", d.device}, {"name", d.name}, {"total_bytes", d.total_bytes}});
+  json attributes = json::object();
+  for (const auto& [k, v] : p.attributes) attributes[k] = v;
+  json process_summary = summary_json(p.summary);
+  process_summary["by_api"] = by_api_json({&p.stats});
+  return {{"pid", p.info.pid},
+          {"ppid", p.info.ppid},
+          {"rank", p.info.rank},
+          {"host", p.info.host},
+          {"command_line", p.info.command_line},
+          {"executable", p.info.executable},
+          {"start_time_ns", p.info.start_wall_ns},
+          {"trace", p.trace},
+          {"trace_bytes", p.stats.file_bytes},
+          {"format_version", fmt::format("{}.{}", p.stats.version_major, p.stats.version_minor)},
+          {"events", p.stats.events()},
+          {"truncated", p.truncated},
+          {"clean_exit", p.clean_exit},
+          {"duration_s", p.duration_s},
+          {"summary", std::move(process_summary)},
+          {"devices", std::move(devices)},
+          {"attributes", std::move(attributes)}};
+}
+
+// Every process's markers (each in time order, times relative to its own start), at most
+// kMaxReportMarkers in all.
+constexpr size_t kMaxReportMarkers = 10000;
+
+json markers_json(const Report& report, bool& truncated) {
+  json a = json::array();
+  truncated = false;
+  for (const ProcessReport& p : report.processes) {
+    if (p.markers_dropped) truncated = true;
+    for (const MarkerEvent& m : p.markers) {
+      if (a.size() == kMaxReportMarkers) {
+        truncated = true;
+        return a;
+      }
+      a.push_back({{"time_s", static_cast<double>(m.time_ns) / 1e9},
+                   {"kind", std::string(format::marker_kind_name(m.kind))},
+                   {"name", m.name},
+                   {"pid", p.info.pid},
+                   {"thread", m.thread_id}});
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+json report_json(const Report& report) {
+  json processes = json::array();
+  json leaks = json::array();
+  json failures = json::array();
+  json address_space = json::array();
+  json growth = json::array();
+  json per_device = json::array();
+  json recommendations = json::array();
+  std::vector<const Growth*> all_growth;
+  for (const ProcessReport& p : report.processes) {
+    processes.push_back(process_json(p));
+    for (const Failure& f : p.failures) {
+      json o = {{"api", std::string(format::api_name(f.event.api))},
+                {"memory", std::string(format::memory_kind_name(f.event.kind))},
+                {"size", f.event.size},
+                {"error", f.event.error},
+                {"device", f.event.device},
+                {"pid", f.pid},
+                {"thread", f.event.thread_id},
+                {"time_s", static_cast<double>(f.event.time_ns) / 1e9},
+                {"live_device_bytes", f.event.live_device_bytes},
+                {"stack", frames_to_json(f.stack)}};
+      if (f.event.has_meminfo) {
+        o["device_free_bytes"] = f.event.meminfo_free;
+        o["device_total_bytes"] = f.event.meminfo_total;
+      }
+      failures.push_back(std::move(o));
+    }
+    for (const SiteGroup& g : p.address_space) address_space.push_back(group_json(g));
+    for (const Growth& g : p.growth) all_growth.push_back(&g);
+    for (const DeviceFragmentation& d : p.fragmentation) per_device.push_back(fragmentation_json(d));
+    for (const Advice& a : p.advice)
+      recommendations.push_back({{"id", a.id}, {"title", a.title}, {"action", a.action},
+                                 {"finding", a.finding}, {"evidence", a.evidence}, {"pid", p.info.pid}});
+  }
+  for (const SiteGroup* g : all_leaks(report, /*include_suppressed=*/true)) leaks.push_back(group_json(*g));
+  std::stable_sort(all_growth.begin(), all_growth.end(),
+                   [](const Growth* a, const Growth* b) { return a->bytes_per_step > b->bytes_per_step; });
+  for (const Growth* g : all_growth) growth.push_back(growth_json(*g));
+  json summary = summary_json(report.summary);
+  std::vector<const TraceStats*> all_stats;
+  for (const ProcessReport& p : report.processes) all_stats.push_back(&p.stats);
+  summary["by_api"] = by_api_json(all_stats);
+  // Moved in: a copy of the leaks alone is tens of thousands of frame objects.
+  json out = {{"schema", kReportSchema},
+              {"processes", std::move(processes)},
+              {"summary", std::move(summary)},
+              {"leaks", std::move(leaks)},
+              {"failures", std::move(failures)},
+              {"address_space", std::move(address_space)},
+              {"growth", std::move(growth)},
+              {"fragmentation", {{"per_device", std::move(per_device)}}},
+              {"recommendations", std::move(recommendations)}};
+  if (report.ranks.present()) out["ranks"] = ranks_json(report);
+  bool markers_truncated = false;
+  out["markers"] = markers_json(report, markers_truncated);
+  if (markers_truncated) out["markers_truncated"] = true;
+  if (!report.suppressions_used.empty()) {
+    json s = json::array();
+    for (const Suppression& e : report.suppressions_used)
+      s.push_back({{"kind", e.type}, {"pattern", e.pattern}, {"source", e.source}, {"leaks", e.hit_count},
+                   {"bytes", e.hit_bytes}});
+    out["suppressions"] = std::move(s);
+  }
+  return out;
+}
+
+}  // namespace gpumemshim::analyzer

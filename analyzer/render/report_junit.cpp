@@ -1,0 +1,98 @@
+#include "render/report_junit.h"
+
+#include <fmt/format.h>
+
+#include "gpumemshim/analyzer/report.h"
+
+namespace gpumemshim::analyzer {
+
+using nlohmann::json;
+
+std::string xml_escape(const std::string& text) { return xml_escape(text, true); }
+
+std::string xml_escape(const std::string& text, bool attribute) {
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      case '\n': out += attribute ? "&#10;" : "\n"; break;  // a raw newline in an attribute is a space
+      case '\t': out += "&#9;"; break;
+      case '\r': out += "&#13;"; break;
+      default:
+        // Other control characters are not allowed anywhere in XML 1.0, not even as references.
+        out += c < 0x20 ? '?' : static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string attr(const char* name, const std::string& value) {
+  return fmt::format(" {}=\"{}\"", name, xml_escape(value));
+}
+
+std::string testcase(const Finding& f) {
+  std::string name = f.id.empty() ? f.title : fmt::format("{} [{}]", f.title, f.id);
+  std::string out = "    <testcase" + attr("name", name) + attr("classname", "gpumemshim." + f.rule) +
+                    attr("time", "0");
+  std::string body = f.message + "\n";
+  if (!f.stack.empty()) body += "Stack:\n" + stack_text(f.stack);
+  for (const std::string& a : f.advice) body += "Advice: " + a + "\n";
+  if (f.fails) {
+    out += ">\n      <failure" + attr("message", f.message) + attr("type", "gpumemshim." + f.rule) + ">" +
+           xml_escape(body, false) + "</failure>\n    </testcase>\n";
+  } else {
+    // Findings that do not fail the check (cached, retained, suppressed, under a limit) still
+    // show what was found.
+    out += ">\n      <system-out>" + xml_escape(body, false) + "</system-out>\n    </testcase>\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string report_junit(const json& report, const FailPolicy& policy) {
+  std::vector<Finding> findings = ci_findings(report, policy);
+  size_t failures = 0;
+  std::string cases;
+  for (const Finding& f : findings) {
+    failures += f.fails ? 1 : 0;
+    cases += testcase(f);
+  }
+  size_t tests = findings.size();
+  if (failures == 0) {
+    const json& s = report.value("summary", json::object());
+    std::string name = fmt::format("gpumemshim check passed: {} bytes leaked, peak {} bytes",
+                                   s.value("leaked_bytes", uint64_t{0}), s.value("peak_bytes", uint64_t{0}));
+    cases += "    <testcase" + attr("name", name) + attr("classname", "gpumemshim.check") + attr("time", "0") +
+             "/>\n";
+    ++tests;
+  }
+  double duration = 0;
+  std::string host, traces;
+  for (const json& p : report.value("processes", json::array())) {
+    duration = std::max(duration, p.value("duration_s", 0.0));
+    if (host.empty()) host = p.value("host", "");
+    traces += (traces.empty() ? "" : " ") + p.value("trace", std::string());
+  }
+  std::string counts = attr("tests", std::to_string(tests)) + attr("failures", std::to_string(failures)) +
+                       attr("errors", "0") + attr("skipped", "0") + attr("time", fmt::format("{:.3f}", duration));
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out += "<testsuites" + attr("name", "gpumemshim") + counts + ">\n";
+  out += "  <testsuite" + attr("name", "gpumemshim.check") + counts +
+         attr("hostname", host.empty() ? "localhost" : host) + ">\n";
+  out += "    <properties>\n      <property" + attr("name", "traces") + attr("value", traces) + "/>\n" +
+         "      <property" + attr("name", "schema") + attr("value", report.value("schema", std::string())) +
+         "/>\n    </properties>\n";
+  out += cases;
+  out += "  </testsuite>\n</testsuites>\n";
+  return out;
+}
+
+}  // namespace gpumemshim::analyzer

@@ -1,0 +1,54 @@
+// Reads one trace file: header, then every record, fed to a Replay. Throws TraceError.
+#pragma once
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "findings/backward_attribution.h"
+#include "gpumemshim/analyzer/model.h"
+#include "replay/replay.h"
+
+namespace gpumemshim::analyzer {
+
+// A Python code object (PyCode record): enough to name a frame and find its line.
+struct PyCodeInfo {
+  std::string filename;
+  std::string name;        // qualified name
+  std::string line_table;  // raw co_linetable
+  uint64_t first_line = 0;
+  uint8_t python_minor = 0;
+};
+
+struct LoadedTrace {
+  std::string path;
+  ProcessInfo process;
+  std::vector<DeviceInfo> devices;
+  std::vector<ModuleInfo> modules;  // in trace order (re-emitted after dlopen)
+  std::unordered_map<uint64_t, std::vector<uint64_t>> stacks;  // id -> pcs, innermost first
+  // Python frames of a stack id (PyStack records), innermost first; code ids key py_codes.
+  std::unordered_map<uint64_t, std::vector<format::PyFrameRef>> py_stacks;
+  std::unordered_map<uint64_t, PyCodeInfo> py_codes;
+  // Stacks described by a label instead of frames (StackLabel records: a grad_fn's type name).
+  std::unordered_map<uint64_t, std::string> stack_labels;
+  // Stack ids the analyzer made for autograd-thread events inside a backward pass (see
+  // backward_attribution.h): own stack + the backward() caller's stack.
+  AttributedStacks attributed_stacks;
+  std::vector<std::pair<std::string, std::string>> attributes;
+  TraceStats stats;
+  Replay replay;
+  MarkerLog markers;
+  bool truncated = false;   // the file ends inside a record: read up to there
+  uint64_t truncated_at = 0;
+  bool clean_exit = false;  // an End record was read
+  uint64_t end_time_ns = 0;
+  double duration_s() const;
+};
+
+// Throws TraceError("<path>: <reason>") for anything that is not a usable trace. site_groups: see
+// Replay::set_site_groups (the timeline's second read, when sites symbolize alike). replay_thread:
+// replay on a second thread while this one reads, orders and decodes (same result, ~1.5x faster
+// on one big trace when a core is free).
+LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& site_groups = {},
+                       bool replay_thread = false);
+
+}  // namespace gpumemshim::analyzer
