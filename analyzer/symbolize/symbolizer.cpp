@@ -232,47 +232,82 @@ void Symbolizer::Impl::load(Entry& e) {
   e.state = State::kTrusted;
 }
 
-void Symbolizer::Impl::resolve_trusted(Entry& e, uint64_t addr, SourceFrame& base,
-                                       std::vector<SourceFrame>& out) {
-  Dwfl_Module* mod = e.mod;
+namespace {
 
-  // Innermost source location from the line table.
-  std::string file;
-  uint32_t line = 0;
+// The innermost source location of addr, from the module's line table.
+void line_at(Dwfl_Module* mod, uint64_t addr, std::string& file, uint32_t& line) {
   if (Dwfl_Line* l = dwfl_module_getsrc(mod, addr)) {
     int lineno = 0;
     const char* src = dwfl_lineinfo(l, nullptr, &lineno, nullptr, nullptr, nullptr);
     file = join_path(src, dwfl_line_comp_dir(l));
     line = lineno > 0 ? static_cast<uint32_t>(lineno) : 0;
   }
+}
 
-  // Function scopes (inlined chain) from the DIE tree.
+// The scopes around addr, innermost first (the inlined chain, from the DIE tree); free()d by the
+// caller. Returns their number (0: none).
+int scopes_at(Dwfl_Module* mod, uint64_t addr, Dwarf_Die** scopes) {
+  *scopes = nullptr;
   Dwarf_Addr dbias = 0;
   Dwarf_Die* cudie = dwfl_module_addrdie(mod, addr, &dbias);
-  Dwarf_Die* scopes = nullptr;
+  if (cudie == nullptr) return 0;
   int nscopes = 0;
-  if (cudie != nullptr) {
-    Dwarf_Die* first = nullptr;
-    const int n = dwarf_getscopes(cudie, addr - dbias, &first);
-    if (n > 0) {
-      Dwarf_Die innermost = first[0];  // DIE handles stay valid while the Dwarf lives
-      nscopes = dwarf_getscopes_die(&innermost, &scopes);
-    }
-    std::free(first);
+  Dwarf_Die* first = nullptr;
+  const int n = dwarf_getscopes(cudie, addr - dbias, &first);
+  if (n > 0) {
+    Dwarf_Die innermost = first[0];  // DIE handles stay valid while the Dwarf lives
+    nscopes = dwarf_getscopes_die(&innermost, scopes);
   }
+  std::free(first);
+  return nscopes;
+}
 
+// The source files of a DIE's compilation unit, to name an inline instance's call site.
+struct CuFiles {
   Dwarf_Files* files = nullptr;
   const char* comp_dir = nullptr;
-  if (nscopes > 0) {
-    Dwarf_Die cu;
-    if (dwarf_diecu(&scopes[0], &cu, nullptr, nullptr) != nullptr) {
-      size_t nfiles = 0;
-      if (dwarf_getsrcfiles(&cu, &files, &nfiles) != 0) files = nullptr;
-      Dwarf_Attribute attr;
-      comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &attr));
-    }
-  }
+};
+CuFiles cu_files(Dwarf_Die* die) {
+  CuFiles out;
+  Dwarf_Die cu;
+  if (dwarf_diecu(die, &cu, nullptr, nullptr) == nullptr) return out;
+  size_t nfiles = 0;
+  if (dwarf_getsrcfiles(&cu, &out.files, &nfiles) != 0) out.files = nullptr;
+  Dwarf_Attribute attr;
+  out.comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &attr));
+  return out;
+}
 
+// An inline instance's call site: the location of the frame outside it.
+void call_site(Dwarf_Die* die, const CuFiles& cu, std::string& file, uint32_t& line) {
+  Dwarf_Attribute attr;
+  Dwarf_Word val = 0;
+  file.clear();
+  line = 0;
+  if (cu.files != nullptr && dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &val) == 0)
+    file = join_path(dwarf_filesrc(cu.files, val, nullptr, nullptr), cu.comp_dir);
+  if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &val) == 0)
+    line = static_cast<uint32_t>(val);
+}
+
+// The ELF symbol table's (demangled) name of the function holding addr.
+std::string symtab_function(Dwfl_Module* mod, uint64_t addr) {
+  GElf_Off offset = 0;
+  GElf_Sym sym;
+  return demangle(dwfl_module_addrinfo(mod, addr, &offset, &sym, nullptr, nullptr, nullptr));
+}
+
+}  // namespace
+
+void Symbolizer::Impl::resolve_trusted(Entry& e, uint64_t addr, SourceFrame& base,
+                                       std::vector<SourceFrame>& out) {
+  Dwfl_Module* mod = e.mod;
+  std::string file;
+  uint32_t line = 0;
+  line_at(mod, addr, file, line);
+  Dwarf_Die* scopes = nullptr;
+  const int nscopes = scopes_at(mod, addr, &scopes);
+  const CuFiles cu = nscopes > 0 ? cu_files(&scopes[0]) : CuFiles{};
   for (int i = 0; i < nscopes; ++i) {
     Dwarf_Die* die = &scopes[i];
     if (!is_function_scope(die)) continue;
@@ -280,23 +315,10 @@ void Symbolizer::Impl::resolve_trusted(Entry& e, uint64_t addr, SourceFrame& bas
     f.function = die_function_name(die);
     f.file = file;
     f.line = line;
-    if (dwarf_tag(die) != DW_TAG_inlined_subroutine) {
-      out.push_back(std::move(f));
-      break;  // the containing (out-of-line) function ends the chain
-    }
-    f.inlined = true;
+    f.inlined = dwarf_tag(die) == DW_TAG_inlined_subroutine;
     out.push_back(std::move(f));
-    // The outer frame's location is this inline instance's call site.
-    Dwarf_Attribute attr;
-    Dwarf_Word val = 0;
-    file.clear();
-    line = 0;
-    if (files != nullptr && dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &val) == 0) {
-      file = join_path(dwarf_filesrc(files, val, nullptr, nullptr), comp_dir);
-    }
-    if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &val) == 0) {
-      line = static_cast<uint32_t>(val);
-    }
+    if (!out.back().inlined) break;  // the containing (out-of-line) function ends the chain
+    call_site(die, cu, file, line);
   }
   std::free(scopes);
 
@@ -306,16 +328,10 @@ void Symbolizer::Impl::resolve_trusted(Entry& e, uint64_t addr, SourceFrame& bas
     SourceFrame f = base;
     f.file = file;
     f.line = line;
-    GElf_Off offset = 0;
-    GElf_Sym sym;
-    const char* name = dwfl_module_addrinfo(mod, addr, &offset, &sym, nullptr, nullptr, nullptr);
-    f.function = demangle(name);
+    f.function = symtab_function(mod, addr);
     out.push_back(std::move(f));
   } else if (out.back().function.empty()) {
-    GElf_Off offset = 0;
-    GElf_Sym sym;
-    out.back().function =
-        demangle(dwfl_module_addrinfo(mod, addr, &offset, &sym, nullptr, nullptr, nullptr));
+    out.back().function = symtab_function(mod, addr);
   }
 }
 
