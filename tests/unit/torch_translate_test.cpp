@@ -2,6 +2,8 @@
 // without torch.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "gpumemshim/format/records.h"
 #include "translate.h"
 
@@ -14,20 +16,19 @@ int index_of(TraceAction a) { return static_cast<int>(a); }
 }  // namespace
 
 TEST(TorchTranslate, EveryActionMapsToItsFormatValue) {
-  EXPECT_EQ(th::translate_action(index_of(TraceAction::kAlloc)), gf::TorchAction::kAlloc);
-  EXPECT_EQ(th::translate_action(index_of(TraceAction::kFreeRequested)),
-            gf::TorchAction::kFreeRequested);
-  EXPECT_EQ(th::translate_action(index_of(TraceAction::kFreeCompleted)),
-            gf::TorchAction::kFreeCompleted);
-  EXPECT_EQ(th::translate_action(index_of(TraceAction::kSegmentAlloc)),
-            gf::TorchAction::kSegmentAlloc);
-  EXPECT_EQ(th::translate_action(index_of(TraceAction::kSegmentFree)),
-            gf::TorchAction::kSegmentFree);
-  EXPECT_EQ(th::translate_action(index_of(TraceAction::kSegmentMap)),
-            gf::TorchAction::kSegmentMap);
-  EXPECT_EQ(th::translate_action(index_of(TraceAction::kSegmentUnmap)),
-            gf::TorchAction::kSegmentUnmap);
-  EXPECT_EQ(th::translate_action(index_of(TraceAction::kOom)), gf::TorchAction::kOom);
+  const std::pair<TraceAction, gf::TorchAction> cases[] = {
+      {TraceAction::kAlloc, gf::TorchAction::kAlloc},
+      {TraceAction::kFreeRequested, gf::TorchAction::kFreeRequested},
+      {TraceAction::kFreeCompleted, gf::TorchAction::kFreeCompleted},
+      {TraceAction::kSegmentAlloc, gf::TorchAction::kSegmentAlloc},
+      {TraceAction::kSegmentFree, gf::TorchAction::kSegmentFree},
+      {TraceAction::kSegmentMap, gf::TorchAction::kSegmentMap},
+      {TraceAction::kSegmentUnmap, gf::TorchAction::kSegmentUnmap},
+      {TraceAction::kOom, gf::TorchAction::kOom},
+  };
+  for (const auto& [torch_action, format_action] : cases)
+    EXPECT_EQ(th::translate_action(index_of(torch_action)), format_action)
+        << "TraceEntry action " << index_of(torch_action);
 }
 
 TEST(TorchTranslate, SnapshotAndUnknownAreSkipped) {
