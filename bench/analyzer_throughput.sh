@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Analyzer throughput (DESIGN.md §9: >= 20 M events/s on one core, <= 8 bytes/event): generates
+# Analyzer throughput and memory per event (targets and figures: docs/benchmarks.md): generates
 # realistic traces with bench/gen_trace and times `gpumemshim report --format json` on each, pinned
 # to one core (--jobs 1: the target's figure), then on two cores with the default --jobs (the
 # replay on a thread of its own, what one big trace gets on a workstation). Prints one table row
@@ -43,8 +43,8 @@ dir=${GPUMEMSHIM_BENCH_DIR:-$(mktemp -d)}
 printf '| events | build | trace bytes | seconds (best) | median | M events/s (best) | peak RSS MiB | RSS bytes/event | 2 cores s | 2 cores M events/s |\n'
 printf '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 for n in "${sizes[@]}"; do
-  # format 2.0 in the ordered flushes of today's shim (a cached gen.N.v2.trace has the thread
-  # batches of older shims, gen.N.trace is 1.1: neither is reused)
+  # format 2.0 in the shim's ordered flushes (the name differs from gen.N.v2.trace, thread
+  # batches, and gen.N.trace, format 1.1, so that a cached trace of another kind is not reused)
   trace="$dir/gen.$n.v2o.trace"
   [ -s "$trace" ] || "$gen" "$trace" "$n" 2>/dev/null
   bytes=$(stat -L -c %s "$trace")

@@ -12,11 +12,11 @@
 // The trace is format 2.0 (the hot records' fixed layout, as the shim writes); --format-1 writes the
 // same events as a 1.1 trace (varint hot records, a 1.1 header), for comparing the two.
 // Each flush ends with a Flush record, as the shim's flusher writes since format 1.1;
-// --no-flush-marks leaves them out (a trace as the shim wrote before).
+// --no-flush-marks leaves them out (a format 1.0 trace has none).
 // --torch: the allocations and frees are PyTorch caching-allocator tensor events (TorchEvent alloc /
 // free_completed, as the bridge writes them) instead of cudaMalloc/cudaFree.
-// --thread-batches: the file order of shims before the ordered flush: each flush is the threads'
-// batches one after the other, so time is out of order across threads within a flush (same events).
+// --thread-batches: the file order without the ordered flush: each flush is the threads' batches
+// one after the other, so time is out of order across threads within a flush (same events).
 // --twin-stacks: the second half of the stacks repeat the first half's frames under other ids (as
 // when one line is reached through different shim frames or Python callers): their call sites
 // then group two raw stacks each, and the timeline needs the peaks of their sums.

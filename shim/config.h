@@ -1,5 +1,5 @@
-// The shim's settings, read once from GPUMEMSHIM_* variables (DESIGN.md §3). A bad value gets one
-// warning and the default; the host program always runs on.
+// The shim's settings, read once from GPUMEMSHIM_* variables (the table in README.md). A bad value
+// gets one warning and the default; the host program always runs on.
 #pragma once
 #include <cstdint>
 

@@ -8,7 +8,8 @@
 
 namespace gpumemshim::cli {
 
-// Exit codes (DESIGN §4): 0 clean, 1 findings over the limits, 2 unusable input or usage.
+// Exit codes, a contract that CI jobs rely on: 0 clean, 1 findings over the limits, 2 unusable
+// input or usage.
 inline constexpr int kExitClean = 0;
 inline constexpr int kExitFindings = 1;
 inline constexpr int kExitUsage = 2;

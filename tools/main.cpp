@@ -1,4 +1,4 @@
-// gpumemshim: record, report, check and stats (DESIGN.md §4).
+// gpumemshim: record, report, check, diff, export and stats.
 #include <exception>
 #include <new>
 #include <string>

@@ -1,7 +1,7 @@
-// libgpumemshim_torch.so: the bridge from PyTorch's CUDA caching allocator to the shim (DESIGN.md
-// §6). Loaded into a torch process (by python/gpumemshim attach_torch()), it attaches an allocator
-// trace tracker and an OOM observer that forward every tensor-level event to the shim's
-// gpumemshim_torch_event, found with dlsym in the global scope: the bridge does not link the shim,
+// libgpumemshim_torch.so: the bridge from PyTorch's CUDA caching allocator to the shim. Loaded into
+// a torch process (by python/gpumemshim attach_torch()), it attaches an allocator trace tracker and
+// an OOM observer that forward every tensor-level event to the shim's entry point
+// (shim/api/torch_api.h), found with dlsym in the global scope: the bridge does not link the shim,
 // and without the shim it attaches nothing. It links torch's libc10/libc10_cuda, which a torch
 // process has already loaded. Nothing here may throw into Python.
 #include <dlfcn.h>
@@ -14,14 +14,21 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/csrc/autograd/function.h>
 
+#include "shim/api/torch_api.h"
 #include "translate.h"
 
 namespace {
 
-using TorchEventFn = void (*)(int action, int device, uint64_t address, uint64_t size,
-                              uint64_t stream);
-using TorchGradFnEventFn = void (*)(int action, int device, uint64_t address, uint64_t size,
-                                    uint64_t stream, const char* grad_fn);
+// The entry point's types come from its declarations, so a change of signature breaks this build.
+using TorchEventFn = decltype(&gpumemshim_torch_event);
+using TorchGradFnEventFn = decltype(&gpumemshim_torch_event_grad_fn);
+
+// The names looked up are spelled from the declarations (C linkage: the symbol is the name), so a
+// renamed entry point breaks this build too. sizeof keeps the name unevaluated: nothing links it.
+#define GPUMEMSHIM_NAME_OF(fn) (static_cast<void>(sizeof(&fn)), #fn)
+constexpr const char* kEventName = GPUMEMSHIM_NAME_OF(gpumemshim_torch_event);
+constexpr const char* kGradFnEventName = GPUMEMSHIM_NAME_OF(gpumemshim_torch_event_grad_fn);
+#undef GPUMEMSHIM_NAME_OF
 
 std::atomic<TorchEventFn> g_event{nullptr};
 std::atomic<TorchGradFnEventFn> g_event_grad_fn{nullptr};  // null: an older shim
@@ -43,6 +50,24 @@ thread_local bool t_oom_recorded __attribute__((tls_model("initial-exec"))) = fa
 namespace th = gpumemshim::torch_hooks;
 using c10::CachingDeviceAllocator::TraceEntry;
 
+// translate.h mirrors TraceEntry::Action without torch; torch must agree with the mirror.
+constexpr bool same_action(TraceEntry::Action torch_value, th::TraceAction mirror) {
+  return static_cast<int>(torch_value) == static_cast<int>(mirror);
+}
+static_assert(same_action(TraceEntry::ALLOC, th::TraceAction::kAlloc));
+static_assert(same_action(TraceEntry::FREE_REQUESTED, th::TraceAction::kFreeRequested));
+static_assert(same_action(TraceEntry::FREE_COMPLETED, th::TraceAction::kFreeCompleted));
+static_assert(same_action(TraceEntry::SEGMENT_ALLOC, th::TraceAction::kSegmentAlloc));
+static_assert(same_action(TraceEntry::SEGMENT_FREE, th::TraceAction::kSegmentFree));
+static_assert(same_action(TraceEntry::SEGMENT_MAP, th::TraceAction::kSegmentMap));
+static_assert(same_action(TraceEntry::SEGMENT_UNMAP, th::TraceAction::kSegmentUnmap));
+static_assert(same_action(TraceEntry::SNAPSHOT, th::TraceAction::kSnapshot));
+static_assert(same_action(TraceEntry::OOM, th::TraceAction::kOom));
+
+void forward(TorchEventFn fn, const th::TorchEventArgs& a) noexcept {
+  fn(static_cast<int>(a.action), a.device, a.address, a.size, a.stream);
+}
+
 // Under the per-device allocator lock: no locks, no heap, no GIL, no calls into torch.
 void on_trace_entry(const TraceEntry& e) noexcept {
   TorchEventFn fn = g_event.load(std::memory_order_relaxed);
@@ -53,17 +78,17 @@ void on_trace_entry(const TraceEntry& e) noexcept {
   m.addr = static_cast<uint64_t>(e.addr_);
   m.size = static_cast<uint64_t>(e.size_);
   m.stream = reinterpret_cast<uintptr_t>(e.stream_);
-  th::TorchEventArgs a = th::translate(m);
-  if (a.action == th::kSkip) return;
-  if (m.action_index == static_cast<int>(TraceEntry::OOM)) t_oom_recorded = true;
-  if (m.action_index == static_cast<int>(TraceEntry::ALLOC)) {
+  std::optional<th::TorchEventArgs> a = th::translate(m);
+  if (!a) return;
+  if (e.action_ == TraceEntry::OOM) t_oom_recorded = true;
+  if (e.action_ == TraceEntry::ALLOC) {
     TorchGradFnEventFn with_grad_fn = g_event_grad_fn.load(std::memory_order_relaxed);
     if (const char* grad_fn = with_grad_fn ? current_grad_fn() : nullptr) {
-      with_grad_fn(a.action, a.device, a.address, a.size, a.stream, grad_fn);
+      with_grad_fn(static_cast<int>(a->action), a->device, a->address, a->size, a->stream, grad_fn);
       return;
     }
   }
-  fn(a.action, a.device, a.address, a.size, a.stream);
+  forward(fn, *a);
 }
 
 void on_oom(int64_t device, size_t allocated, size_t /*device_total*/, size_t device_free) noexcept {
@@ -78,8 +103,7 @@ void on_oom(int64_t device, size_t allocated, size_t /*device_total*/, size_t de
   m.device = static_cast<int>(device);
   m.addr = static_cast<uint64_t>(device_free);
   m.size = static_cast<uint64_t>(allocated);
-  th::TorchEventArgs a = th::translate(m);
-  fn(a.action, a.device, a.address, a.size, a.stream);
+  if (std::optional<th::TorchEventArgs> a = th::translate(m)) forward(fn, *a);
 }
 
 }  // namespace
@@ -99,14 +123,14 @@ extern "C" __attribute__((visibility("default"))) int gpumemshim_torch_attach(vo
   try {
     std::lock_guard<std::mutex> lock(attach_mutex);
     if (g_attached.load()) return 1;
-    auto fn = reinterpret_cast<TorchEventFn>(dlsym(RTLD_DEFAULT, "gpumemshim_torch_event"));
+    auto fn = reinterpret_cast<TorchEventFn>(dlsym(RTLD_DEFAULT, kEventName));
     if (!fn) return 0;  // the shim is not loaded: nothing to record into
     namespace alloc = c10::cuda::CUDACachingAllocator;
     alloc::CUDAAllocator* a = alloc::get();
     if (!a || !a->initialized()) return 0;  // torch asserts attaching before initialisation
     if (a->name() != "native") return 0;    // cudaMallocAsync or a pluggable allocator
     g_event_grad_fn.store(reinterpret_cast<TorchGradFnEventFn>(
-        dlsym(RTLD_DEFAULT, "gpumemshim_torch_event_grad_fn")));
+        dlsym(RTLD_DEFAULT, kGradFnEventName)));
     g_event.store(fn);
     a->attachAllocatorTraceTracker([](const TraceEntry& e) { on_trace_entry(e); });
     g_attached.store(true);  // a tracker can not be detached: never attach a second one

@@ -2,25 +2,28 @@
 
 namespace gpumemshim::torch_hooks {
 
-int translate_action(int action_index) noexcept {
-  switch (action_index) {
-    case 0: return 1;  // ALLOC -> alloc
-    case 1: return 2;  // FREE_REQUESTED -> free_requested
-    case 2: return 3;  // FREE_COMPLETED -> free_completed
-    case 3: return 4;  // SEGMENT_ALLOC -> segment_alloc
-    case 4: return 5;  // SEGMENT_FREE -> segment_free
-    case 5: return 6;  // SEGMENT_MAP -> segment_map
-    case 6: return 7;  // SEGMENT_UNMAP -> segment_unmap
-    case 7: return kSkip;  // SNAPSHOT: correlates a memory snapshot, not a memory event
-    case 8: return 8;  // OOM -> oom
-    default: return kSkip;  // an action of a later torch
+using format::TorchAction;
+
+std::optional<TorchAction> translate_action(int action_index) noexcept {
+  switch (static_cast<TraceAction>(action_index)) {
+    case TraceAction::kAlloc: return TorchAction::kAlloc;
+    case TraceAction::kFreeRequested: return TorchAction::kFreeRequested;
+    case TraceAction::kFreeCompleted: return TorchAction::kFreeCompleted;
+    case TraceAction::kSegmentAlloc: return TorchAction::kSegmentAlloc;
+    case TraceAction::kSegmentFree: return TorchAction::kSegmentFree;
+    case TraceAction::kSegmentMap: return TorchAction::kSegmentMap;
+    case TraceAction::kSegmentUnmap: return TorchAction::kSegmentUnmap;
+    case TraceAction::kSnapshot: return std::nullopt;  // correlates a snapshot, not a memory event
+    case TraceAction::kOom: return TorchAction::kOom;
   }
+  return std::nullopt;  // an action of a later torch
 }
 
-TorchEventArgs translate(const TorchTraceEvent& e) noexcept {
+std::optional<TorchEventArgs> translate(const TorchTraceEvent& e) noexcept {
+  std::optional<TorchAction> action = translate_action(e.action_index);
+  if (!action) return std::nullopt;
   TorchEventArgs a;
-  a.action = translate_action(e.action_index);
-  if (a.action == kSkip) return a;
+  a.action = *action;
   a.device = e.device;
   a.address = e.addr;
   a.size = e.size;

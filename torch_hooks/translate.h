@@ -4,12 +4,27 @@
 // TraceEntry layout changes between torch versions, the mirror does not.
 #pragma once
 #include <cstdint>
+#include <optional>
+
+#include "gpumemshim/format/records.h"
 
 namespace gpumemshim::torch_hooks {
 
+// TraceEntry::Action's values. bridge.cpp checks each against torch's own enum at compile time.
+enum class TraceAction : int {
+  kAlloc = 0,
+  kFreeRequested = 1,
+  kFreeCompleted = 2,
+  kSegmentAlloc = 3,
+  kSegmentFree = 4,
+  kSegmentMap = 5,
+  kSegmentUnmap = 6,
+  kSnapshot = 7,
+  kOom = 8,
+};
+
 // The fields of a TraceEntry that gpumemshim records. action_index is the value of
-// TraceEntry::Action: 0 ALLOC, 1 FREE_REQUESTED, 2 FREE_COMPLETED, 3 SEGMENT_ALLOC,
-// 4 SEGMENT_FREE, 5 SEGMENT_MAP, 6 SEGMENT_UNMAP, 7 SNAPSHOT, 8 OOM.
+// TraceEntry::Action as torch gave it: a later torch may add values that TraceAction lacks.
 struct TorchTraceEvent {
   int action_index = 0;
   int device = 0;
@@ -18,19 +33,18 @@ struct TorchTraceEvent {
   uintptr_t stream = 0;
 };
 
-// A TorchEvent record's action (format::TorchAction value, 1..8), or kSkip for events that are
-// not recorded (SNAPSHOT, values from a later torch).
-inline constexpr int kSkip = 0;
-int translate_action(int action_index) noexcept;
+// A TorchEvent record's action, or nullopt for events that are not recorded (SNAPSHOT, values from
+// a later torch).
+std::optional<format::TorchAction> translate_action(int action_index) noexcept;
 
-// The arguments of gpumemshim_torch_event for one event; valid only when action != kSkip.
+// The arguments of gpumemshim_torch_event for one recorded event.
 struct TorchEventArgs {
-  int action = kSkip;
+  format::TorchAction action = format::TorchAction::kAlloc;
   int device = 0;
   uint64_t address = 0;
   uint64_t size = 0;
   uint64_t stream = 0;
 };
-TorchEventArgs translate(const TorchTraceEvent& e) noexcept;
+std::optional<TorchEventArgs> translate(const TorchTraceEvent& e) noexcept;
 
 }  // namespace gpumemshim::torch_hooks

@@ -1,4 +1,4 @@
-"""gpumemshim's Python boot file (DESIGN.md §6, zero code change).
+"""gpumemshim's Python boot file (zero code change).
 
 The shim (libgpumemshim.so) puts the directory holding this file at the front of PYTHONPATH, so
 every Python process started under it runs this at start-up: it arranges for the PyTorch bridge to

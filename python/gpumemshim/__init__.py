@@ -1,4 +1,4 @@
-"""Step markers for gpumemshim (DESIGN.md §6).
+"""Step markers for gpumemshim.
 
 Under the shim (``LD_PRELOAD=libgpumemshim.so`` or ``gpumemshim record``) these calls write
 Marker records into the trace; anywhere else every call is a silent no-op and ``active()`` is
@@ -16,7 +16,7 @@ ctypes at the first call; importing this module loads nothing else and never imp
 
 ``attach_torch()`` loads the PyTorch bridge (``libgpumemshim_torch.so``) into a process that has
 already initialised CUDA in torch, so that the trace gets tensor-level events of the caching
-allocator (DESIGN.md §6)::
+allocator::
 
     import torch, gpumemshim
     x = torch.zeros(1, device="cuda")   # CUDA (and the caching allocator) initialised
@@ -62,7 +62,7 @@ def _lookup():
         with _lock:
             if _api is None:
                 try:
-                    import ctypes  # here, not at import: keeps `import gpumemshim` ~1 ms
+                    import ctypes  # here, not at import: keeps `import gpumemshim` cheap
 
                     _api = _Api(ctypes.CDLL(None), ctypes)
                 except (ImportError, AttributeError, OSError):

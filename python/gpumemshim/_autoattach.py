@@ -6,7 +6,7 @@ caching allocator; the callback loads ``libgpumemshim_torch.so`` (when its torch
 attaches it, and adds
 
 - a global optimizer step post hook: a step marker named ``optimizer.step`` after every
-  ``torch.optim.Optimizer.step`` (DESIGN.md §6);
+  ``torch.optim.Optimizer.step``;
 - a range named ``torch.backward`` around ``torch.autograd.backward`` / ``torch.autograd.grad``:
   the analyzer gives allocations that autograd's device threads make inside it the stack of the
   ``backward()`` call (those threads run no Python).

@@ -1,4 +1,4 @@
-// The shim's C API for step markers (DESIGN.md §6), exported with C linkage so that the Python
+// The shim's C API for step markers, exported with C linkage so that the Python
 // package (python/gpumemshim) finds it with ctypes in the global scope of a preloaded process,
 // and C/C++ programs with dlsym(RTLD_DEFAULT, ...). Every function is safe to call from any
 // thread, never allocates and never fails; with recording off it does nothing.

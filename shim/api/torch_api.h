@@ -1,8 +1,8 @@
-// The shim's entry point for the PyTorch bridge (libgpumemshim_torch.so, DESIGN.md §6). The bridge
-// does not link the shim: it finds this function with dlsym(RTLD_DEFAULT, ...) in a preloaded
-// process. It is called from PyTorch's allocator trace tracker, under the allocator's lock, on the
-// allocating thread, usually without the GIL: it takes no lock, allocates nothing, never calls
-// into Python and never fails.
+// The shim's entry point for the PyTorch bridge (libgpumemshim_torch.so). The bridge includes this
+// header for the types and names but does not link the shim: it finds these functions with
+// dlsym(RTLD_DEFAULT, ...) in a preloaded process. It is called from PyTorch's allocator trace
+// tracker, under the allocator's lock, on the allocating thread, usually without the GIL: it takes
+// no lock, allocates nothing, never calls into Python and never fails.
 #pragma once
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-// Zero-code-change PyTorch support (DESIGN.md §6): the shim puts the directory that holds its
+// Zero-code-change PyTorch support: the shim puts the directory that holds its
 // Python boot files (sitecustomize.py and the gpumemshim package, next to libgpumemshim.so) at
 // the front of PYTHONPATH, so a Python process started under the shim loads the torch bridge at
 // CUDA initialisation without an import in the user's script.

@@ -10,7 +10,6 @@
 #include "cuda_abi.h"
 #include "driver_table.h"
 #include "hook_scope.h"
-#include "real_dlsym.h"
 
 #define GPUMEMSHIM_EXPORT extern "C" __attribute__((visibility("default")))
 

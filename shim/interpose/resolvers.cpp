@@ -11,7 +11,7 @@
 #include "cuda_abi.h"
 #include "driver_table.h"
 #include "next_symbol.h"
-#include "real_dlsym.h"
+#include "runtime_table.h"
 
 #define GPUMEMSHIM_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -24,8 +24,8 @@ extern const size_t g_driver_entry_count;
 
 using namespace gpumemshim::shim;
 
+// gpumemshim_real_dlsym_ptr, the loader's dlsym once known, is defined in next_symbol.cpp.
 extern "C" {
-__attribute__((visibility("hidden"))) void* gpumemshim_real_dlsym_ptr = nullptr;
 __attribute__((visibility("hidden"))) void* gpumemshim_dlsym_impl(void* handle, const char* name);
 }
 
@@ -48,25 +48,8 @@ dlsym:
     .size dlsym, .-dlsym
 )");
 
-// Sanitizer runtimes call dlsym while they initialise, before any instrumented code may run: the
-// dlsym path is never instrumented.
-#define GPUMEMSHIM_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
-
 namespace gpumemshim::shim {
-
-GPUMEMSHIM_NO_SANITIZE DlsymFn real_dlsym() {
-  void* p = __atomic_load_n(&gpumemshim_real_dlsym_ptr, __ATOMIC_ACQUIRE);
-  if (!p) {
-    p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-    __atomic_store_n(&gpumemshim_real_dlsym_ptr, p, __ATOMIC_RELEASE);
-  }
-  return reinterpret_cast<DlsymFn>(p);
-}
-
 namespace {
-
-__attribute__((constructor(101))) void resolve_real_dlsym_early() { real_dlsym(); }
 
 // Only cuMem* and cuGetProcAddress* names can be recorded functions: a cheap first filter.
 bool is_driver_name(const char* name) {
@@ -132,12 +115,10 @@ void* wrap_driver_function(const char* asked, void* real_fn, int version,
 void* real_driver_function(const char* name, std::atomic<void*>& slot) {
   void* p = slot.load(std::memory_order_acquire);
   if (p) [[likely]] return p;
-  DlsymFn dl = real_dlsym();
-  if (!dl) return nullptr;
-  p = dl(RTLD_NEXT, name);  // programs linked with -lcuda
-  if (!p) {                 // libcuda opened privately (static cudart): ask it directly
+  p = real_symbol(RTLD_NEXT, name);  // programs linked with -lcuda
+  if (!p) {  // libcuda opened privately (static cudart): ask it directly
     if (void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
-      p = dl(h, name);
+      p = real_symbol(h, name);
       dlclose(h);
     }
   }
@@ -152,9 +133,7 @@ void* real_driver_function(const char* name, std::atomic<void*>& slot) {
 
 extern "C" __attribute__((visibility("hidden"))) GPUMEMSHIM_NO_SANITIZE void* gpumemshim_dlsym_impl(
     void* handle, const char* name) {
-  DlsymFn real = real_dlsym();
-  if (!real) return nullptr;
-  void* p = real(handle, name);
+  void* p = real_symbol(handle, name);
   if (!p || !name || name[0] != 'c' || name[1] != 'u') return p;
   if (is_driver_name(name)) return wrap_driver_function(name, p, -1, 0);
   if (name[2] == 'd' && name[3] == 'a') return wrap_runtime_function(name, p);

@@ -7,10 +7,10 @@
 #include <cstring>
 
 #include "../record/recorder.h"
-#include "real_dlsym.h"
 #include "cuda_abi.h"
 #include "hook_scope.h"
 #include "next_symbol.h"
+#include "runtime_table.h"
 
 #define GPUMEMSHIM_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -225,7 +225,7 @@ void adopt_get_device_beside(void* fn) {
   if (!dladdr(fn, &info) || !info.dli_fname) return;
   void* lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
   if (!lib) return;
-  if (void* get_device = real_dlsym()(lib, "cudaGetDevice")) real_cudaGetDevice.adopt(get_device);
+  if (void* get_device = real_symbol(lib, "cudaGetDevice")) real_cudaGetDevice.adopt(get_device);
   dlclose(lib);
 }
 }  // namespace

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <cwchar>
 
-#include "../interpose/real_dlsym.h"
+#include "../interpose/next_symbol.h"
 #include "../log.h"
 #include "../record/recorder.h"
 
@@ -171,10 +171,9 @@ __attribute__((constructor)) void nvtx_injection_constructor() {
 // NVTX: it is declined there, so it never starts a trace of its own. The main program's handle
 // searches the global scope (RTLD_DEFAULT would search the caller's, which includes the shim).
 bool preloaded() {
-  DlsymFn dlsym_fn = real_dlsym();
   void* main_program = dlopen(nullptr, RTLD_LAZY);
-  if (!dlsym_fn || !main_program) return false;
-  void* global = dlsym_fn(main_program, "InitializeInjectionNvtx2");
+  if (!main_program) return false;
+  void* global = real_symbol(main_program, "InitializeInjectionNvtx2");
   dlclose(main_program);
   return global == reinterpret_cast<void*>(&InitializeInjectionNvtx2);
 }

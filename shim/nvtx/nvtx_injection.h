@@ -1,6 +1,7 @@
-// NVTX v3 injection (DESIGN.md §6 "Step markers"). Header-only NVTX (PyTorch ≥ 2.5, most CUDA
-// code) loads the library named by NVTX_INJECTION64_PATH at its first call and calls that
-// library's InitializeInjectionNvtx2. The shim points the variable at itself (unless another
+// NVTX v3 injection, one source of step markers. Header-only NVTX (PyTorch ≥ 2.5, most CUDA
+// code; they link no libnvToolsExt, so preloading its symbols would see nothing) loads the library
+// named by NVTX_INJECTION64_PATH at its first call and calls that library's
+// InitializeInjectionNvtx2. The shim points the variable at itself (unless another
 // tool, e.g. nsys, already owns it) and turns default-domain marks and push/pop ranges into
 // Marker records:
 //   nvtxMarkA / nvtxMarkW / nvtxMarkEx          -> MarkerKind::kMark

@@ -5,7 +5,7 @@
 
 namespace gpumemshim::shim {
 
-// CLOCK_MONOTONIC through the vDSO: no syscall, ~20 ns.
+// CLOCK_MONOTONIC through the vDSO: no syscall on the hot path.
 inline uint64_t monotonic_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -38,7 +38,7 @@ enum Status : int { kUninit, kOpening, kRecording, kOff };
 std::atomic<bool> g_paused{false};
 
 constexpr int kMaxThreads = 4096;
-constexpr long kFlushIntervalNs = 50'000'000;  // the brief promises ≤ 100 ms of loss on SIGKILL
+constexpr long kFlushIntervalNs = 50'000'000;  // a SIGKILLed run must lose at most ~100 ms
 
 Config g_config;
 std::atomic<int> g_config_state{0};  // 0 unread, 1 reading, 2 ready

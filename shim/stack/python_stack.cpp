@@ -14,7 +14,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "../interpose/real_dlsym.h"
+#include "../interpose/next_symbol.h"
 #include "../log.h"
 
 namespace gpumemshim::shim {
@@ -80,10 +80,7 @@ inline T load(uintptr_t base, uint32_t offset) {
 
 inline bool aligned_ptr(uintptr_t p) { return p != 0 && (p & 7) == 0; }
 
-void* find(const char* name) {
-  DlsymFn dl = real_dlsym();
-  return dl ? dl(RTLD_DEFAULT, name) : nullptr;
-}
+void* find(const char* name) { return real_symbol(RTLD_DEFAULT, name); }
 
 // Once per process (racing threads compute the same answer).
 int resolve() {

@@ -1,6 +1,8 @@
 // Python frames of the calling thread, read without the GIL, without linking libpython and without
-// creating Python objects (DESIGN.md §6). Only exactly-recognised CPython layouts are read (3.11,
-// 3.12); any other version gets one info line and native stacks only.
+// creating Python objects: the allocating thread usually does not hold the GIL (torch's op bindings
+// release it), and taking it would cost the training step far more than the walk. Only
+// exactly-recognised CPython layouts are read (3.11, 3.12); any other version gets one info line
+// and native stacks only.
 #pragma once
 #include <cstddef>
 #include <cstdint>

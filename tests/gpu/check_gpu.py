@@ -77,7 +77,7 @@ for name, conf in (("torch_default", ""), ("torch_expandable", "expandable_segme
         check(f"{name}: every async allocation freed",
               n("cudaMallocAsync") == n("cudaFreeAsync", "frees"), str(apis))
 
-# 5 (issue 4): Python frames from inside PyTorch: the segments' leak is pinned to the script line.
+# 5: Python frames from inside PyTorch: the segments' leak is pinned to the script line.
 src_py = here / "torch_python_site.py"
 py_line = site_line(src_py, "python keep")
 bare, _ = run("torch_python_bare", [sys.executable, src_py], shim_on=False)

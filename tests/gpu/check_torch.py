@@ -85,7 +85,7 @@ for name, conf in () if only_overhead else (("bridge_expandable", "expandable_se
         check(f"{name}: bridge declined with one line", "not attached" in r.stderr and t["allocs"] == 0, r.stderr[-400:])
         check(f"{name}: cudaMallocAsync still seen", rep["summary"]["by_api"].get("cudaMallocAsync", {}).get("allocations", 0) >= 100)
 
-# Issue 6 on one GPU: two DDP ranks (gloo) under gpumemshim record, rank 1 heavier.
+# Several ranks on one GPU: two DDP ranks (gloo) under gpumemshim record, rank 1 heavier.
 ddp = here / "ddp_ranks.py"
 if only_overhead:
     rc = subprocess.run([sys.executable, here / "run_overhead.py", str(shim), str(work / "overhead.json"), os.environ.get("GMS_OVERHEAD_ROUNDS", "4"), "60"]).returncode

@@ -1,4 +1,4 @@
-"""Issue 6 on one GPU: a small DDP training loop, two ranks sharing the H200 (gloo backend, or
+"""Several ranks on one GPU: a small DDP training loop, two ranks sharing the H200 (gloo backend, or
 nccl when the machine has a GPU per rank), rank 1 deliberately heavier. Launched by torchrun
 under `gpumemshim record -o .../rank%r.%p.trace`.
 Usage: torchrun --nproc-per-node 2 ddp_ranks.py [BACKEND]"""

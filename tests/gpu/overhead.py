@@ -1,5 +1,5 @@
-"""Overhead benchmark of issue 4 (d), DESIGN.md §9. One step of each kind, timed per step with
-torch.cuda.synchronize(), in a process of one configuration:
+"""The shim's overhead on PyTorch training steps (targets and figures: docs/benchmarks.md). One
+step of each kind, timed per step with torch.cuda.synchronize(), in a process of one configuration:
   alloc    allocation-bound: 200 chained 64x64 matmuls, forward and backward (~1200 tensor allocs)
   compute  compute-bound: 4 chained 8192x8192 bf16 matmuls, forward and backward
 Configurations (the driver, run_overhead.py, starts one process per configuration and round):

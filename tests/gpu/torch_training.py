@@ -1,4 +1,4 @@
-"""H200 scenarios of issue 4 (a)-(c): a small training loop with no gpumemshim import (zero code
+"""GPU scenarios for PyTorch leaks: a small training loop with no gpumemshim import (zero code
 change: the shim's sitecustomize attaches the torch bridge and marks optimizer steps).
   leak_loss     (a) a held-out loss accumulated as a tensor: every step's graph stays alive
   keep_outputs  (b) every step's output kept in a list

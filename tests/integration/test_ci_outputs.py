@@ -1,4 +1,4 @@
-"""Issue 5 item 6: `check --junit FILE --sarif FILE` on fake-CUDA runs. The required fields are
+"""`check --junit FILE --sarif FILE` on fake-CUDA runs. The required fields are
 checked against the schemas' definitions: SARIF 2.1.0 (sarif-schema-2.1.0.json) and JUnit XML as
 the Surefire (surefire-test-report.xsd) and Jenkins (junit-4.xsd) schemas define it."""
 import json

@@ -1,4 +1,4 @@
-"""Issue 5 item 6: `gpumemshim diff BASE NEW` on two fake-CUDA runs of one program with different
+"""`gpumemshim diff BASE NEW` on two fake-CUDA runs of one program with different
 sizes: peak, leaked bytes, the call sites that got worse (by file:line) and the exit codes."""
 import json
 import sys

@@ -1,4 +1,4 @@
-"""Issue 3: every allocation path is seen exactly once — driver API through cuGetProcAddress (the
+"""Every allocation path is seen exactly once — driver API through cuGetProcAddress (the
 static cudart's way), VMM through cudaGetDriverEntryPointByVersion (expandable segments), -lcuda
 symbol binding, runtime calls that reach the driver, exec and fork."""
 import sys

@@ -1,6 +1,6 @@
-"""The analyzer's findings (DESIGN.md §8) on fake-CUDA scenarios, judged through the CLI: leak
-kinds with their reasons, growth at the right line with the right bytes/step, fragmentation with
-an OOM that had enough free memory in total, advice, and `check`'s exit codes and suppressions."""
+"""The analyzer's findings on fake-CUDA scenarios, judged through the CLI: leak kinds with their
+reasons, growth at the right line with the right bytes/step, fragmentation with an OOM that had
+enough free memory in total, advice, and `check`'s exit codes and suppressions."""
 import json
 import pathlib
 import sys

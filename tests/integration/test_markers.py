@@ -1,4 +1,4 @@
-"""Step markers (DESIGN §6): NVTX ranges through injection, the Python package, and the report."""
+"""Step markers: NVTX ranges through injection, the Python package, and the report."""
 import json
 import os
 import pathlib

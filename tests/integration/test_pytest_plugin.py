@@ -1,4 +1,4 @@
-"""Issue 5 item 6: the pytest plugin (python/gpumemshim/pytest_plugin.py). A user's suite
+"""The pytest plugin (python/gpumemshim/pytest_plugin.py). A user's suite
 (apps/pytest_suite) runs under `gpumemshim record -- python -m pytest -p gpumemshim.pytest_plugin
 --gpumemshim`; the leaking test fails with its file:line, the clean one passes, limit_gpu_memory
 fails over its limit and passes under it."""

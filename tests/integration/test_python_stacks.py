@@ -1,4 +1,4 @@
-"""Issue 4 (scope 1): allocations made from Python carry the Python frames (file, function, line)
+"""Allocations made from Python carry the Python frames (file, function, line)
 merged with the native stack, read by the shim without the GIL."""
 import sys
 

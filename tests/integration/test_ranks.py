@@ -1,4 +1,4 @@
-"""Issue 5 item 7: traces of several processes (ranks, fork children) reported together — per-rank
+"""Traces of several processes (ranks, fork children) reported together — per-rank
 summary, the imbalance between ranks with the call sites that explain it, findings per rank — and
 many traces analysed on all cores with the same result as one at a time."""
 import json

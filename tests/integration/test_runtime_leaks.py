@@ -1,4 +1,4 @@
-"""Issue 2: a leaky CUDA program run under the shim on the fake runtime is reported exactly."""
+"""A leaky CUDA program run under the shim on the fake runtime is reported exactly."""
 import signal
 import subprocess
 import time

@@ -1,4 +1,4 @@
-"""Zero code change for PyTorch (DESIGN.md §6): under the shim a training script with no
+"""Zero code change for PyTorch: under the shim a training script with no
 gpumemshim import gets the torch bridge attached at CUDA initialisation, a step marker after every
 optimizer step, and its backward-pass allocations attributed to the backward() line. CI has no
 torch: a stand-in torch package (apps/fake_torch) and bridge (fake_torch_bridge) play them."""

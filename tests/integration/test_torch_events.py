@@ -1,4 +1,4 @@
-"""The torch bridge's path into the trace without torch (DESIGN §6): the shim's C API
+"""The torch bridge's path into the trace without torch: the shim's C API
 gpumemshim_torch_event driven by a program that plays the caching allocator, and the Python
 package's attach_torch() where no bridge can attach."""
 import os

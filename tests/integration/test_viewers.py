@@ -1,4 +1,4 @@
-"""Issue 5 item 5: the self-contained HTML report (opened in headless Chromium and judged by the
+"""The self-contained HTML report (opened in headless Chromium and judged by the
 screenshot's pixels) and the exports (Chrome/Perfetto trace JSON, PyTorch memory_viz pickle),
 through the CLI on traces of viewer_app.py (weights, per-step activations, one buffer kept per
 step) and torch_events_app (the caching allocator's events)."""

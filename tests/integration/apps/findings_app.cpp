@@ -1,4 +1,4 @@
-// Scenarios for the analyzer's findings (DESIGN.md §8), on the fake CUDA under the shim. Step
+// Scenarios for the analyzer's findings, on the fake CUDA under the shim. Step
 // markers and expect_no_leak regions go through the shim's marker C API, torch allocator events
 // through gpumemshim_torch_event, both found with dlsym like the Python package and the torch
 // bridge do. Lines marked "site:" are looked up by tests/integration/test_findings.py.
