@@ -1,6 +1,8 @@
 // Where the analyzer's time goes on one trace, each phase timed on its own as `report --format
 // json` runs them: load (read + time-ordered replay), analysis, timeline and its JSON, the report's
-// JSON and its text, so a throughput change can be traced to its phase.
+// JSON and its text, so a throughput change can be traced to its phase. First, the trace reader on
+// its own (reading, ordering and decoding into a sink that drops every record): the load's share
+// that is not the replay.
 //
 //   analyzer_phases TRACE [--replay-thread]   (the replay on a second thread, as analyze() does
 //                                              for one trace when a core is free)
@@ -9,6 +11,7 @@
 #include <string_view>
 
 #include "gpumemshim/analyzer/analysis.h"
+#include "gpumemshim/format/trace_reader.h"
 #include "replay/load.h"
 #include "gpumemshim/analyzer/report.h"
 #include "report/stack_view.h"
@@ -29,6 +32,12 @@ int main(int argc, char** argv) {
     std::printf("%-10s %8.3f s\n", phase, std::chrono::duration<double>(now - t0).count());
     t0 = now;
   };
+  {
+    struct Drop final : gpumemshim::format::TraceSink {};
+    Drop drop;
+    gpumemshim::format::TraceReader(argv[1]).read(drop);
+  }
+  lap("read");
   an::LoadedTrace trace = an::load_trace(argv[1], {}, replay_thread);
   lap("load");
   an::AnalyzeOptions options;

@@ -8,7 +8,6 @@
 #include "gpumemshim/analyzer/report.h"
 #include "report/stack_view.h"
 #include "findings/timeline.h"
-#include "replay/trace_events.h"
 
 namespace gpumemshim::analyzer {
 
@@ -25,7 +24,7 @@ json frame_labels(const std::vector<Frame>& frames, size_t max_frames = 8) {
   return a;
 }
 
-void add_process(json& out, const LoadedTrace& trace, const std::vector<TimedEvent>& events,
+void add_process(json& out, const LoadedTrace& trace, const std::vector<format::TimedEvent>& events,
                  uint64_t offset_ns) {
   const uint64_t pid = trace.process.pid;
   const json pid_j = pid;
@@ -52,7 +51,7 @@ void add_process(json& out, const LoadedTrace& trace, const std::vector<TimedEve
   }
 
   StackView stacks(trace);
-  for (const TimedEvent& e : events) {
+  for (const format::TimedEvent& e : events) {
     if (const auto* m = std::get_if<format::MarkerRecord>(&e)) {
       json ev = {{"pid", pid_j}, {"tid", m->thread_id}, {"ts", us(m->time_ns + offset_ns)},
                  {"cat", std::string(format::marker_kind_name(m->kind))}};
@@ -98,9 +97,9 @@ json chrome_trace(const std::vector<std::string>& paths) {
   }
   json events = json::array();
   for (const LoadedTrace& trace : traces) {
-    TraceEvents te = read_trace_events(trace.path);
+    format::TraceReader reader = reading_trace([&] { return format::TraceReader(trace.path); });
     uint64_t offset = traces.size() > 1 ? trace.process.start_wall_ns - first_wall : 0;
-    add_process(events, trace, te.events, offset);
+    add_process(events, trace, reading_trace([&] { return reader.timed_events(); }), offset);
   }
   return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"},
           {"otherData", {{"generator", "gpumemshim export --to chrome"}}}};

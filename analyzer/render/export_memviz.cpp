@@ -15,7 +15,6 @@
 
 #include "replay/load.h"
 #include "report/stack_view.h"
-#include "replay/trace_events.h"
 
 namespace gpumemshim::analyzer {
 
@@ -98,11 +97,11 @@ json segment_json(uint64_t address, const Block& seg, json blocks, json frames, 
 }
 
 // With the torch bridge's events: PyTorch's own segments and tensor blocks.
-json torch_snapshot(const LoadedTrace& trace, const std::vector<TimedEvent>& events) {
+json torch_snapshot(const LoadedTrace& trace, const std::vector<format::TimedEvent>& events) {
   SnapshotBuilder b(trace);
   std::map<uint64_t, Block> segments, blocks;
   bool expandable = false;
-  for (const TimedEvent& e : events) {
+  for (const format::TimedEvent& e : events) {
     const auto* t = std::get_if<format::TorchEventRecord>(&e);
     if (!t) continue;
     b.trace_entry(t->device, format::torch_action_name(t->action), t->address, t->size, t->stream,
@@ -138,11 +137,11 @@ json torch_snapshot(const LoadedTrace& trace, const std::vector<TimedEvent>& eve
 }
 
 // Without them: every runtime allocation of device memory is a segment holding one block.
-json runtime_snapshot(const LoadedTrace& trace, const std::vector<TimedEvent>& events) {
+json runtime_snapshot(const LoadedTrace& trace, const std::vector<format::TimedEvent>& events) {
   SnapshotBuilder b(trace);
   std::map<uint64_t, Block> live;  // device, managed and pool addresses share one space
   auto tracked = [](format::MemoryKind k) { return is_device_memory_kind(k) && k != format::MemoryKind::kPhysical; };
-  for (const TimedEvent& e : events) {
+  for (const format::TimedEvent& e : events) {
     if (const auto* a = std::get_if<format::AllocRecord>(&e)) {
       if (!tracked(a->kind)) continue;
       live[a->address] = Block{a->size, a->stream, a->device, a->stack_id};
@@ -287,11 +286,12 @@ std::string to_pickle(const json& value) {
 
 json memviz_snapshot(const std::string& path) {
   LoadedTrace trace = load_trace(path);
-  TraceEvents te = read_trace_events(path);
-  bool has_torch = std::any_of(te.events.begin(), te.events.end(), [](const TimedEvent& e) {
+  format::TraceReader reader = reading_trace([&] { return format::TraceReader(path); });
+  std::vector<format::TimedEvent> events = reading_trace([&] { return reader.timed_events(); });
+  bool has_torch = std::any_of(events.begin(), events.end(), [](const format::TimedEvent& e) {
     return std::holds_alternative<format::TorchEventRecord>(e);
   });
-  return has_torch ? torch_snapshot(trace, te.events) : runtime_snapshot(trace, te.events);
+  return has_torch ? torch_snapshot(trace, events) : runtime_snapshot(trace, events);
 }
 
 }  // namespace gpumemshim::analyzer

@@ -1,11 +1,14 @@
-// Reads one trace file: header, then every record, fed to a Replay. Throws TraceError.
+// Loads one trace: the trace reader's records, fed to a Replay and kept in a LoadedTrace. Throws
+// TraceError.
 #pragma once
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "findings/backward_attribution.h"
+#include "gpumemshim/analyzer/errors.h"
 #include "gpumemshim/analyzer/model.h"
+#include "gpumemshim/format/trace_reader.h"
 #include "replay/replay.h"
 
 namespace gpumemshim::analyzer {
@@ -46,9 +49,19 @@ struct LoadedTrace {
 
 // Throws TraceError("<path>: <reason>") for anything that is not a usable trace. site_groups: see
 // Replay::set_site_groups (the timeline's second read, when sites symbolize alike). replay_thread:
-// replay on a second thread while this one reads, orders and decodes (same result, ~1.5x faster
-// on one big trace when a core is free).
+// replay on a second thread while this one reads, orders and decodes (same result, sooner on one
+// big trace when a core is free).
 LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& site_groups = {},
                        bool replay_thread = false);
+
+// f(), with the trace reader's errors thrown as TraceError (the analyzer's one error type).
+template <typename F>
+auto reading_trace(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const format::TraceReadError& e) {
+    throw TraceError(e.what());
+  }
+}
 
 }  // namespace gpumemshim::analyzer

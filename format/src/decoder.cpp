@@ -1,4 +1,4 @@
-#include "gpumemshim/format/decoder.h"
+#include "decoder.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

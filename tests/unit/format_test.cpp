@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "gpumemshim/format/decoder.h"
+#include "decoder.h"
 #include "gpumemshim/format/encoder.h"
 #include "gpumemshim/format/fixed_layout.h"
 #include "trace_builder.h"

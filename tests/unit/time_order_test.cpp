@@ -1,5 +1,5 @@
 // for_each_in_time_order must visit events exactly as a stable sort by time orders them.
-#include "replay/time_order.h"
+#include "time_order.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "replay/stream_order.h"
+#include "stream_order.h"
 
-namespace ga = gpumemshim::analyzer;
+namespace ga = gpumemshim::format;
 
 namespace {
 

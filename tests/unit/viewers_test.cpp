@@ -12,7 +12,6 @@
 #include "render/report_html.h"
 #include "report/stack_view.h"
 #include "findings/timeline.h"
-#include "replay/trace_events.h"
 #include "temp_dir.h"
 #include "trace_builder.h"
 

@@ -1,7 +1,7 @@
 // The fixed little-endian payloads of the hot records in format 2.x (docs/trace-format.md): Alloc,
-// Free and TorchEvent. Header-only and inline: the shim writes them in its hooks, the analyzer
-// reads them per event. Every field is at a constant offset, so decoding is a few unaligned loads
-// (memcpy: no alignment or aliasing assumptions) with no branch on the data.
+// Free and TorchEvent. Header-only and inline: the shim writes them in its hooks, the trace
+// reader reads them per event. Every field is at a constant offset, so decoding is a few
+// unaligned loads (memcpy: no alignment or aliasing assumptions) with no branch on the data.
 //
 // The readers here do no bounds checks: the caller has checked that the payload holds at least
 // the layout's size (a later minor version may append fields; they are ignored).
@@ -157,7 +157,7 @@ inline bool decode_fixed(const uint8_t* p, TorchEventRecord& o) {
 }
 
 // A record's payload of `size` bytes (its length): false when shorter than its layout, else as
-// above. The one place the length rule lives, for the decoder and the analyzer's inline path.
+// above. The one place the length rule lives, for the decoder and the reader's inline path.
 template <typename Rec>
 inline constexpr size_t kFixedSizeOf = 0;  // only the three hot records have one
 template <>

@@ -1,5 +1,5 @@
 // The records of the gpumemshim trace format (docs/trace-format.md). Plain data shared by the
-// encoder (used inside the shim's hot path) and the decoder (used by the analyzer).
+// encoder (used inside the shim's hot path) and the trace reader (trace_reader.h).
 #pragma once
 #include <cstdint>
 #include <string_view>

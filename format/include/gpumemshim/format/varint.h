@@ -61,7 +61,7 @@ class ByteReader {
     return *p_++;
   }
   uint64_t varint() {
-    // The analyzer decodes tens of millions of these: with ten bytes left (a varint's longest)
+    // The reader decodes tens of millions of these: with ten bytes left (a varint's longest)
     // the loop needs no bounds check.
     if (static_cast<size_t>(readable_ - p_) >= 10) [[likely]] {
       const uint8_t* start = p_;

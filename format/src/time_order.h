@@ -2,14 +2,14 @@
 // file is a shuffle of per-thread runs that are each already in time order (docs/trace-format.md
 // "Ordering"). Merging the threads' runs (a heap over threads) gives exactly what a stable sort by
 // time gives (ties in file order) at O(n log threads) on 4-byte indexes instead of
-// O(n log n) moves of whole records (16 bytes of scratch per event) — the stable sort was half of the analyzer's time.
+// O(n log n) moves of whole records (16 bytes of scratch per event).
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
 
-namespace gpumemshim::analyzer {
+namespace gpumemshim::format {
 
 // Calls visit(i) for every i in [0, n) (n < 2^32) ordered by (time_of(i), i). thread_of(i) names the stream
 // i belongs to; a stream whose times are not in order (e.g. records without a thread) is sorted on
@@ -85,4 +85,4 @@ void for_each_in_time_order(size_t n, TimeOf time_of, ThreadOf thread_of, Visit 
   }
 }
 
-}  // namespace gpumemshim::analyzer
+}  // namespace gpumemshim::format

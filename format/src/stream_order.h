@@ -1,4 +1,4 @@
-// Time order of a trace's events while reading it, keeping only the events not yet safe to replay.
+// Time order of a trace's events while reading it, keeping only the events not yet safe to deliver.
 // The shim writes per-thread buffers and drains every thread's ring at least every 50-100 ms, so
 // the file is per-thread runs in time order, shuffled within a flush (docs/trace-format.md
 // "Ordering"). Events wait in one queue in file order; an event is emitted once no stream, seen or
@@ -21,11 +21,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
-#include "replay/flat_map.h"
-
-namespace gpumemshim::analyzer {
+namespace gpumemshim::format {
 
 template <typename Event>
 class StreamingTimeOrder {
@@ -37,7 +36,7 @@ class StreamingTimeOrder {
   // Queues `e` (of `stream`, at `time`); may call visit(const Event&) for events now safe.
   template <typename Visit>
   [[gnu::always_inline]] bool push(uint64_t stream, uint64_t time, const Event& e, Visit&& visit) {
-    if (time < emitted_time_) return false;  // an earlier event was replayed already
+    if (time < emitted_time_) return false;  // an earlier event was delivered already
     // A new batch of this stream begins. Once a flush mark was read the marks bound everything:
     // the streams are no longer followed (the shim's ordered flushes switch threads at nearly
     // every event).
@@ -92,15 +91,14 @@ class StreamingTimeOrder {
     uint64_t settled = 0;  // `last` when its latest batch began: later flushes come after it
   };
 
-  // A trace the shim wrote in time order switches threads at nearly every event: one flat probe.
+  // Looked up when a batch of another stream begins, and only until the first flush mark.
   Stream& stream_of(uint64_t id) {
-    auto [index, inserted] = index_.try_emplace(id);
+    auto [it, inserted] = index_.try_emplace(id, static_cast<uint32_t>(streams_.size()));
     if (inserted) {
-      *index = static_cast<uint32_t>(streams_.size());
       streams_.emplace_back();
       batch_ = nullptr;  // streams_ may have moved
     }
-    return streams_[*index];
+    return streams_[it->second];
   }
 
   // Emits what is safe now. Each round reads the whole queue: rounds spaced by at least what
@@ -307,10 +305,7 @@ class StreamingTimeOrder {
   std::vector<uint64_t> keys_, scratch_;  // sort_by_keys'
   std::vector<uint32_t> count_, next_count_;  // a round holds fewer than 2^32 events
   std::vector<Stream> streams_;
-  struct IdHash {  // FlatMap mixes the bits itself
-    size_t operator()(uint64_t id) const noexcept { return static_cast<size_t>(id); }
-  };
-  FlatMap<uint64_t, uint32_t, IdHash> index_;  // stream id -> streams_ index
+  std::unordered_map<uint64_t, uint32_t> index_;  // stream id -> streams_ index
   uint64_t batch_stream_ = 0;                  // the stream of the batch being read
   Stream* batch_ = nullptr;
   bool in_batch_ = false;
@@ -325,4 +320,4 @@ class StreamingTimeOrder {
   size_t max_buffered_ = 0;
 };
 
-}  // namespace gpumemshim::analyzer
+}  // namespace gpumemshim::format

@@ -1,0 +1,113 @@
+// The one reader of trace files. It maps a trace, checks its header and every record's framing and
+// text, and delivers the decoded records to a TraceSink: the metadata records (process, devices,
+// modules, stacks, Python code and stacks, stack labels, attributes, End) in file order as they
+// are read, and the timed events (Alloc, Free, AllocFailed, MemInfo, Marker, TorchEvent) in time
+// order, ties in file order (the order of a stable sort by time). Flush records are the reader's
+// own (they bound the time order); records of types it does not know are counted and skipped.
+//
+// Each thread's records are in time order in the file, but the shim writes per-thread buffers:
+// across threads a free can come after the next allocation of the same address. A read first
+// streams: it holds only the events that a later record could still precede (the flush marks bound
+// that window). When the file is too far out of order for that, or the sink asks for it, the sink
+// is told to forget what it got (restart) and the file is read again holding every event to the
+// end. Either way the sink sees the same records in the same order.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "gpumemshim/format/records.h"
+
+namespace gpumemshim::format {
+
+// A file that is not a usable trace. what() is one line: "<path>: <reason>".
+class TraceReadError : public std::runtime_error {
+ public:
+  explicit TraceReadError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// A timed record, decoded (TraceReader::timed_events).
+using TimedEvent = std::variant<AllocRecord, FreeRecord, TorchEventRecord, AllocFailedRecord,
+                                MemInfoRecord, MarkerRecord>;
+
+// What a read counted. Final once read() returns; a restarted read counts again from zero.
+struct TraceCounts {
+  uint64_t file_bytes = 0;
+  Version version;
+  uint64_t records = 0;                 // whole records read
+  std::array<uint64_t, 256> by_type{};  // by RecordType value, unknown types included
+  uint64_t unknown_records = 0;         // of types this reader does not know (a later minor's)
+  std::array<uint64_t, kApiCount> allocs_by_api{};
+  std::array<uint64_t, kApiCount> frees_by_api{};
+  std::array<uint64_t, kApiCount> failed_by_api{};
+  std::array<uint64_t, kApiCount> bytes_by_api{};  // bytes of the allocations
+  uint64_t unknown_api = 0;       // allocs, frees and failures whose api is out of range
+  uint64_t max_order_window = 0;  // the most events held at once to put them in time order
+  bool truncated = false;         // the file ends inside a record: read up to there
+  uint64_t truncated_at = 0;      // the offset of that record
+};
+
+// The consumer of a read. String views point into the mapped file: valid while the reader lives.
+// Frame arrays (StackRecord::frames, PyStackRecord::frames) are valid during the call only.
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+
+  virtual void process(const ProcessRecord&) {}
+  virtual void device(const DeviceRecord&) {}
+  virtual void module(const ModuleRecord&) {}
+  virtual void stack(const StackRecord&) {}
+  // false: the events delivered so far were consumed as if this Python stack did not exist, and
+  // the sink wants them again with every metadata record read first. A streaming read then
+  // restarts, holding every event to the end (a restarted read never restarts again).
+  virtual bool py_stack(const PyStackRecord&) { return true; }
+  virtual void py_code(const PyCodeRecord&) {}
+  virtual void stack_label(const StackLabelRecord&) {}
+  virtual void attribute(const AttributeRecord&) {}
+  virtual void end(const EndRecord&) {}
+
+  // The timed events, in time order: one call per event, from the reader's innermost loop. The
+  // record was just decoded field by field: a sink that reads the fields it needs, rather than
+  // copying the whole record at once, does not wait for those stores.
+  virtual void alloc(const AllocRecord&) {}
+  virtual void free(const FreeRecord&) {}
+  virtual void torch(const TorchEventRecord&) {}
+  virtual void failed(const AllocFailedRecord&) {}
+  virtual void meminfo(const MemInfoRecord&) {}
+  virtual void marker(const MarkerRecord&) {}
+
+  // Everything delivered so far is void: the read starts over from the first record, holding every
+  // event to the end of the file.
+  virtual void restart() {}
+};
+
+class TraceReader {
+ public:
+  // Maps the file and checks its header. Throws TraceReadError.
+  explicit TraceReader(const std::string& path);
+  ~TraceReader();
+  TraceReader(TraceReader&&) noexcept;
+  TraceReader& operator=(TraceReader&&) noexcept;
+
+  const std::string& path() const;
+  Version version() const;
+
+  // Reads every record into `sink` (see above). Throws TraceReadError for a malformed record;
+  // what the sink throws passes through. A truncated last record ends the read (counts() says so).
+  void read(TraceSink& sink);
+  const TraceCounts& counts() const;
+
+  // Every timed event in time order (a read into a sink that keeps them).
+  std::vector<TimedEvent> timed_events();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpumemshim::format

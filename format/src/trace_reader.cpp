@@ -1,0 +1,308 @@
+#include "gpumemshim/format/trace_reader.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <utility>
+
+#include "decoder.h"
+#include "event_queue.h"
+#include "gpumemshim/format/fixed_layout.h"
+#include "gpumemshim/format/varint.h"
+#include "read_errors.h"
+#include "stream_order.h"
+#include "timed_decoder.h"
+
+namespace gpumemshim::format {
+
+struct TraceReader::Impl {
+  std::string path;
+  MappedFile file;
+  Version version;
+  TraceCounts counts;
+};
+
+namespace {
+
+// The time and stream (thread) of a timed record: its payload's first fields.
+struct TimeAndStream {
+  uint64_t time;
+  uint64_t stream;
+};
+TimeAndStream time_and_stream(const RawRecord& raw) {
+  if (raw.fixed_layout && is_fixed_layout_type(raw.type)) {  // 2.x: at fixed offsets
+    if (raw.size < kFixedTimeAndThreadSize) return {0, 0};   // malformed: decoding says so
+    auto [time, thread] = fixed_time_and_thread(raw.payload);
+    return {time, thread};
+  }
+  ByteReader r(raw.payload, raw.size, raw.readable_end);
+  uint64_t time = r.varint();
+  // memory-info samples carry no thread: one stream of their own
+  uint64_t stream = raw.type == RecordType::kMemInfo ? UINT64_MAX : r.varint();
+  return {time, stream};
+}
+
+bool is_timed(RecordType type) {
+  switch (type) {
+    case RecordType::kAlloc:
+    case RecordType::kFree:
+    case RecordType::kAllocFailed:
+    case RecordType::kMemInfo:
+    case RecordType::kMarker:
+    case RecordType::kTorchEvent: return true;
+    default: return false;
+  }
+}
+
+// The pages already read are dropped from the process (they stay in the page cache): resident
+// memory is then the consumer's state, not the file.
+void release_read_pages(std::span<const uint8_t> bytes, uint64_t upto) {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t end = upto / page * page;
+  if (end > 0) madvise(const_cast<uint8_t*>(bytes.data()), end, MADV_DONTNEED);
+}
+
+// One read of the file into a sink. streaming: events are delivered while reading, through the
+// bounded window of stream_order.h; run() returns false when the file is too far out of order for
+// that or the sink asks for a buffered read. Otherwise every event is held to the end of the file.
+class ReadPass {
+ public:
+  ReadPass(const std::string& path, std::span<const uint8_t> bytes, Version version,
+           TraceCounts& counts, TraceSink& sink, bool streaming)
+      : path_(path), bytes_(bytes), counts_(counts), sink_(sink), streaming_(streaming),
+        reader_(bytes), decode_(path, bytes, has_fixed_layout(version)), deliver_(sink) {
+    reader_.read_header();  // checked when the file was opened
+  }
+
+  bool run() {
+    for (;;) {
+      if (!in_order_) return false;
+      keep_pace();
+      // The bulk of a 2.x trace, hot records one after the other, framed and queued in a tight
+      // loop (a few KiB at a time: keep_pace's checks keep theirs).
+      reader_.next_hot(kHotRun, [this](RecordPtr rec) __attribute__((always_inline)) {
+        return queue_hot(rec);
+      });
+      if (!in_order_) return false;
+      RawRecord raw;
+      ReadStatus st = reader_.next(raw);
+      if (st == ReadStatus::kEnd) break;
+      if (st == ReadStatus::kTruncated) {
+        counts_.truncated = true;
+        counts_.truncated_at = reader_.offset();
+        break;
+      }
+      if (st == ReadStatus::kError) fail(path_, reader_.error());
+      ++counts_.records;
+      ++counts_.by_type[static_cast<uint8_t>(raw.type)];
+      if (!record(raw)) return false;
+    }
+    finish();
+    return true;
+  }
+
+ private:
+  static constexpr size_t kHotRun = 4 << 10;
+  static constexpr uint64_t kReleaseEvery = 32ull << 20;
+  static constexpr uint64_t kReadAhead = 16 << 10;
+  static constexpr uint64_t kTouchEvery = 64 << 10, kTouchAhead = 256 << 10;
+
+  // Delivers one queued event. Inline in the orders' emit loops: called per event, a call's
+  // saved registers cost more than the hot records' decoding.
+  struct Emit {
+    ReadPass* pass;
+    [[gnu::always_inline]] void operator()(RecordPtr rec) const { pass->decode_(rec, pass->deliver_); }
+  };
+
+  [[gnu::always_inline]] void queue(uint64_t stream, uint64_t time, RecordPtr rec) {
+    if (!streaming_) held_.push(stream, time, rec);
+    else in_order_ = order_.push(stream, time, rec, Emit{this});
+  }
+
+  [[gnu::always_inline]] bool queue_hot(RecordPtr rec) {
+    __builtin_prefetch(std::min(rec + kReadAhead, bytes_.data() + bytes_.size() - 1));
+    ++hot_by_type_[rec[0]];
+    auto [time, thread] = fixed_time_and_thread(rec + 2);
+    queue(thread, time, rec);
+    return in_order_;
+  }
+
+  // Memory upkeep, once per hot run.
+  void keep_pace() {
+    const uint64_t at = reader_.offset();
+    if (streaming_ && at - release_checked_ >= kReleaseEvery) {
+      // Up to the oldest record still queued: the queue points into the file. Checked once per
+      // kReleaseEvery bytes read, also when nothing could be released (the queue can hold events
+      // from far back: a scan per record would make the read quadratic).
+      release_checked_ = at;
+      uint64_t upto = at;
+      order_.for_each_queued([&](RecordPtr rec) {
+        upto = std::min(upto, static_cast<uint64_t>(rec - bytes_.data()));
+      });
+      if (upto > released_) {
+        released_ = upto;
+        release_read_pages(bytes_, released_);
+      }
+    }
+    // The hardware's prefetcher stops at each 4 KiB page of the mapping: reading ahead across
+    // pages by hand keeps the sequential read from stalling on memory.
+    __builtin_prefetch(bytes_.data() + std::min<uint64_t>(at + kReadAhead, bytes_.size() - 1));
+    // A prefetch of a page not mapped yet does nothing, and the kernel maps a file 64 KiB per
+    // fault: one byte read well ahead, once per 64 KiB, takes the fault there, so the prefetches
+    // above find their pages mapped.
+    if (at >= touched_) {
+      touched_ = at + kTouchEvery;
+      if (touched_ + kTouchAhead < bytes_.size()) {
+        volatile uint8_t sink = bytes_[touched_ + kTouchAhead];
+        (void)sink;
+      }
+    }
+  }
+
+  // One record that next() framed; false: the read must restart buffered.
+  bool record(const RawRecord& raw) {
+    if (is_timed(raw.type)) {
+      if (raw.type == RecordType::kMarker) {  // its text is checked as it is read
+        auto r = decode_or_throw<MarkerRecord>(path_, raw);
+        check_text(path_, raw, {r.name});
+      }
+      TimeAndStream ts = time_and_stream(raw);
+      queue(ts.stream, ts.time, bytes_.data() + raw.offset);
+      return true;
+    }
+    if (raw.type == RecordType::kFlush) {
+      auto r = decode_or_throw<FlushRecord>(path_, raw);
+      if (streaming_) order_.flush_mark(r.time_ns, Emit{this});
+      return true;
+    }
+    if (raw.type == RecordType::kPyStack) {
+      PyStackRecord r;
+      if (!decode(raw, r, py_frames_)) malformed(path_, raw);
+      return sink_.py_stack(r) || !streaming_;
+    }
+    metadata(raw);
+    return true;
+  }
+
+  void metadata(const RawRecord& raw) {
+    switch (raw.type) {
+      case RecordType::kStack: {
+        StackRecord r;
+        if (!decode(raw, r, frames_)) malformed(path_, raw);
+        sink_.stack(r);
+        break;
+      }
+      case RecordType::kPyCode:
+        to_sink(raw, &TraceSink::py_code, &PyCodeRecord::filename, &PyCodeRecord::name);
+        break;
+      case RecordType::kModule: to_sink(raw, &TraceSink::module, &ModuleRecord::path); break;
+      case RecordType::kProcess:
+        to_sink(raw, &TraceSink::process, &ProcessRecord::host, &ProcessRecord::command_line,
+                &ProcessRecord::executable);
+        break;
+      case RecordType::kStackLabel: to_sink(raw, &TraceSink::stack_label, &StackLabelRecord::label); break;
+      case RecordType::kDevice: to_sink(raw, &TraceSink::device, &DeviceRecord::name); break;
+      case RecordType::kAttribute:
+        to_sink(raw, &TraceSink::attribute, &AttributeRecord::key, &AttributeRecord::value);
+        break;
+      case RecordType::kEnd: to_sink(raw, &TraceSink::end); break;
+      default: ++counts_.unknown_records; break;  // a later minor version's record: skipped
+    }
+  }
+
+  // Decodes a metadata record, checks its text fields and hands it to the sink.
+  template <typename Rec, typename... Text>
+  void to_sink(const RawRecord& raw, void (TraceSink::*take)(const Rec&), Text Rec::*... text) {
+    auto r = decode_or_throw<Rec>(path_, raw);
+    if constexpr (sizeof...(text) > 0) check_text(path_, raw, {r.*text...});
+    (sink_.*take)(r);
+  }
+
+  // After the last record: what is still held goes out, while the file is mapped (the queues
+  // point into it).
+  void finish() {
+    for (size_t type = 0; type < hot_by_type_.size(); ++type) {
+      counts_.records += hot_by_type_[type];
+      counts_.by_type[type] += hot_by_type_[type];
+    }
+    if (streaming_) {
+      order_.finish(Emit{this});
+      counts_.max_order_window = order_.max_buffered();  // finish's round counts too
+    } else {
+      counts_.max_order_window = held_.size();
+      held_.deliver(Emit{this});
+    }
+    deliver_.add_counts(counts_);
+  }
+
+  const std::string& path_;
+  std::span<const uint8_t> bytes_;
+  TraceCounts& counts_;
+  TraceSink& sink_;
+  const bool streaming_;
+  RecordReader reader_;
+  TimedDecoder decode_;
+  TimedDelivery deliver_;
+  StreamingTimeOrder<RecordPtr> order_;
+  EventQueue<RecordPtr> held_;
+  bool in_order_ = true;
+  std::vector<uint64_t> frames_;
+  std::vector<PyFrameRef> py_frames_;
+  uint64_t released_ = 0, release_checked_ = 0, touched_ = 0;
+  std::array<uint64_t, 32> hot_by_type_{};  // next_hot's records, added to the counts at the end
+};
+
+// Keeps every timed event (the exports, which want the whole history).
+class EventCollector final : public TraceSink {
+ public:
+  std::vector<TimedEvent> all;
+  void alloc(const AllocRecord& r) override { all.emplace_back(r); }
+  void free(const FreeRecord& r) override { all.emplace_back(r); }
+  void torch(const TorchEventRecord& r) override { all.emplace_back(r); }
+  void failed(const AllocFailedRecord& r) override { all.emplace_back(r); }
+  void meminfo(const MemInfoRecord& r) override { all.emplace_back(r); }
+  void marker(const MarkerRecord& r) override { all.emplace_back(r); }
+  void restart() override { all.clear(); }
+};
+
+}  // namespace
+
+TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  impl_->path = path;
+  if (std::string err = impl_->file.open(path); !err.empty()) throw TraceReadError(err);  // has the path
+  RecordReader reader(impl_->file.bytes());
+  if (std::string err = reader.read_header(); !err.empty()) fail(path, err);
+  impl_->version = reader.version();
+}
+
+TraceReader::~TraceReader() = default;
+TraceReader::TraceReader(TraceReader&&) noexcept = default;
+TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
+
+const std::string& TraceReader::path() const { return impl_->path; }
+Version TraceReader::version() const { return impl_->version; }
+const TraceCounts& TraceReader::counts() const { return impl_->counts; }
+
+void TraceReader::read(TraceSink& sink) {
+  Impl& m = *impl_;
+  auto pass = [&](bool streaming) {
+    m.counts = TraceCounts{};
+    m.counts.file_bytes = m.file.bytes().size();
+    m.counts.version = m.version;
+    return ReadPass(m.path, m.file.bytes(), m.version, m.counts, sink, streaming).run();
+  };
+  if (pass(true)) return;
+  sink.restart();
+  pass(false);
+}
+
+std::vector<TimedEvent> TraceReader::timed_events() {
+  EventCollector collector;
+  read(collector);
+  return std::move(collector.all);
+}
+
+}  // namespace gpumemshim::format
