@@ -1,9 +1,5 @@
-// Advice (DESIGN.md §8): each rule needs a finding and the numbers that justify it; no finding, no
-// advice. A trace cannot show tensor dtypes, so mixed precision is advised on the evidence that
-// activations dominate a peak near the device's capacity (it halves them when they are fp32), and
-// says so. Which tensors are optimizer state is not visible either; a peak between the end of
-// backward() and the end of optimizer.step() (the package's markers) is the evidence for the
-// optimizer advice.
+#include "findings/advice.h"
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
