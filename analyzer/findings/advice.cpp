@@ -1,9 +1,5 @@
-// Advice (DESIGN.md §8): each rule needs a finding and the numbers that justify it; no finding, no
-// advice. A trace cannot show tensor dtypes, so mixed precision is advised on the evidence that
-// activations dominate a peak near the device's capacity (it halves them when they are fp32), and
-// says so. Which tensors are optimizer state is not visible either; a peak between the end of
-// backward() and the end of optimizer.step() (the package's markers) is the evidence for the
-// optimizer advice.
+#include "findings/advice.h"
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -97,12 +93,8 @@ double pct(uint64_t part, uint64_t whole) {
   return whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
 }
 
-}  // namespace
-
-std::vector<Advice> advise(const ProcessReport& p) {
-  std::vector<Advice> out;
-  const std::string pid = std::to_string(p.info.pid);
-
+// Growth: what the growing line does, when its source is at hand.
+void advise_growth(const ProcessReport& p, std::vector<Advice>& out) {
   for (const Growth& g : p.growth) {
     if (g.suppressed) continue;
     std::string evidence = fmt::format(
@@ -142,7 +134,10 @@ std::vector<Advice> advise(const ProcessReport& p) {
                            "that keeps it.",
                      "growth:" + g.id, evidence});
   }
+}
 
+// Fragmentation: an OOM with enough free memory in total, or a large cache left at the end.
+void advise_fragmentation(const ProcessReport& p, const std::string& pid, std::vector<Advice>& out) {
   for (const DeviceFragmentation& d : p.fragmentation) {
     if (!d.torch) continue;
     const std::string finding = fmt::format("fragmentation:{}:{}", pid, d.device);
@@ -181,81 +176,93 @@ std::vector<Advice> advise(const ProcessReport& p) {
                                  human_bytes(d.reserved_end), human_bytes(d.allocated_end),
                                  pct(d.reserved_end - d.allocated_end, d.reserved_end))});
   }
+}
 
-  // The peak fell after backward() returned and before optimizer.step() finished: gradients,
-  // optimizer state and the step's temporaries at once.
-  {
-    const bool torch_peak = p.torch_peak_bytes > 0;
-    const uint64_t t_peak = torch_peak ? p.torch_peak_time_ns : p.peak_time_ns;
-    const uint64_t at_peak = torch_peak ? p.torch_peak_bytes : p.summary.peak_bytes;
-    const MarkerEvent* before = nullptr;  // the last backward push/pop or optimizer step before
-    const MarkerEvent* after = nullptr;   // ... and the first after
-    for (const MarkerEvent& m : p.markers) {
-      const bool backward = (m.kind == format::MarkerKind::kRangePush ||
-                             m.kind == format::MarkerKind::kRangePop) && m.name == "torch.backward";
-      const bool opt_step = m.kind == format::MarkerKind::kStep && m.name == "optimizer.step";
-      if (!backward && !opt_step) continue;
-      if (m.time_ns <= t_peak) {
-        before = &m;
-      } else {
-        after = &m;
-        break;
-      }
+// The peak fell after backward() returned and before optimizer.step() finished: gradients,
+// optimizer state and the step's temporaries at once.
+void advise_optimizer_peak(const ProcessReport& p, const std::string& pid, std::vector<Advice>& out) {
+  const bool torch_peak = p.torch_peak_bytes > 0;
+  const uint64_t t_peak = torch_peak ? p.torch_peak_time_ns : p.peak_time_ns;
+  const uint64_t at_peak = torch_peak ? p.torch_peak_bytes : p.summary.peak_bytes;
+  const MarkerEvent* before = nullptr;  // the last backward push/pop or optimizer step before
+  const MarkerEvent* after = nullptr;   // ... and the first after
+  for (const MarkerEvent& m : p.markers) {
+    const bool backward = (m.kind == format::MarkerKind::kRangePush ||
+                           m.kind == format::MarkerKind::kRangePop) && m.name == "torch.backward";
+    const bool opt_step = m.kind == format::MarkerKind::kStep && m.name == "optimizer.step";
+    if (!backward && !opt_step) continue;
+    if (m.time_ns <= t_peak) {
+      before = &m;
+    } else {
+      after = &m;
+      break;
     }
-    if (at_peak && before && after && before->kind == format::MarkerKind::kRangePop &&
-        after->kind == format::MarkerKind::kStep)
-      out.push_back({"set-to-none", "Shrink what the optimizer step holds",
-                     "The peak comes during the optimizer step, when gradients, optimizer state and the "
-                     "step's temporaries are alive together: call optimizer.zero_grad(set_to_none=True), "
-                     "use foreach=False (or fused=True where it is smaller), or an 8-bit optimizer "
-                     "(bitsandbytes) to shrink the state.",
-                     "peak:" + pid,
-                     fmt::format("the {} peak ({}) was reached at {:.3f} s, after backward() returned at "
-                                 "{:.3f} s and before optimizer.step() finished at {:.3f} s",
-                                 torch_peak ? "tensor" : "device", human_bytes(at_peak),
-                                 static_cast<double>(t_peak) / 1e9,
-                                 static_cast<double>(before->time_ns) / 1e9,
-                                 static_cast<double>(after->time_ns) / 1e9)});
   }
+  if (at_peak && before && after && before->kind == format::MarkerKind::kRangePop &&
+      after->kind == format::MarkerKind::kStep)
+    out.push_back({"set-to-none", "Shrink what the optimizer step holds",
+                   "The peak comes during the optimizer step, when gradients, optimizer state and the "
+                   "step's temporaries are alive together: call optimizer.zero_grad(set_to_none=True), "
+                   "use foreach=False (or fused=True where it is smaller), or an 8-bit optimizer "
+                   "(bitsandbytes) to shrink the state.",
+                   "peak:" + pid,
+                   fmt::format("the {} peak ({}) was reached at {:.3f} s, after backward() returned at "
+                               "{:.3f} s and before optimizer.step() finished at {:.3f} s",
+                               torch_peak ? "tensor" : "device", human_bytes(at_peak),
+                               static_cast<double>(t_peak) / 1e9,
+                               static_cast<double>(before->time_ns) / 1e9,
+                               static_cast<double>(after->time_ns) / 1e9)});
+}
 
-  // Peak close to the device's capacity (or an OOM that no defragmenting would have avoided).
+// A peak close to the device's capacity (or an OOM that no defragmenting would have avoided).
+void advise_near_capacity(const ProcessReport& p, const std::string& pid, std::vector<Advice>& out) {
   const uint64_t total = device_total(p);
   bool hard_oom = false;
   for (const DeviceFragmentation& d : p.fragmentation)
     for (const OomFinding& o : d.ooms) hard_oom |= !o.suppressed && !o.enough_total_free;
   const uint64_t peak = p.summary.peak_bytes;
   const bool near = total && static_cast<double>(peak) >= kNearTotal * static_cast<double>(total);
-  if (near || hard_oom) {
-    const std::string finding = "peak:" + pid;
-    std::string evidence = total ? fmt::format("peak {} of {} on the device ({:.0f}%)", human_bytes(peak),
-                                               human_bytes(total), pct(peak, total))
-                                 : fmt::format("peak {}", human_bytes(peak));
-    if (hard_oom) evidence += "; an OOM happened without enough free memory in total";
-    if (p.summary.steps > 0)
-      out.push_back({"gradient-accumulation", "Use smaller batches and accumulate gradients",
-                     "Split each batch into micro-batches and call optimizer.step() every N of them: the "
-                     "per-step memory shrinks with the micro-batch while the effective batch stays.",
-                     finding, evidence});
-    // Activations: what the step in progress made and still holds at the peak.
-    const uint64_t in_step = p.torch_peak_bytes ? p.torch_peak_in_step_bytes : p.peak_in_step_bytes;
-    const uint64_t at_peak = p.torch_peak_bytes ? p.torch_peak_bytes : peak;
-    if (p.summary.steps > 0 && at_peak &&
-        static_cast<double>(in_step) >= kInStepDominates * static_cast<double>(at_peak)) {
-      const std::string activations =
-          fmt::format("{}; {} of the {} live at the peak was allocated in the step in progress "
-                      "({:.0f}%: activations and temporaries)",
-                      evidence, human_bytes(in_step), human_bytes(at_peak), pct(in_step, at_peak));
-      out.push_back({"gradient-checkpointing", "Recompute activations instead of keeping them",
-                     "Memory made during the step dominates the peak: wrap blocks of the model in "
-                     "torch.utils.checkpoint.checkpoint so their activations are recomputed in backward.",
-                     finding, activations});
-      out.push_back({"amp", "Keep activations in half precision",
-                     "If the model runs in fp32, run its forward under torch.autocast(\"cuda\", "
-                     "dtype=torch.bfloat16): activations, which dominate this peak, take half the memory "
-                     "(the trace does not record dtypes: skip this if autocast is already on).",
-                     finding, activations});
-    }
+  if (!near && !hard_oom) return;
+  const std::string finding = "peak:" + pid;
+  std::string evidence = total ? fmt::format("peak {} of {} on the device ({:.0f}%)", human_bytes(peak),
+                                             human_bytes(total), pct(peak, total))
+                               : fmt::format("peak {}", human_bytes(peak));
+  if (hard_oom) evidence += "; an OOM happened without enough free memory in total";
+  if (p.summary.steps > 0)
+    out.push_back({"gradient-accumulation", "Use smaller batches and accumulate gradients",
+                   "Split each batch into micro-batches and call optimizer.step() every N of them: the "
+                   "per-step memory shrinks with the micro-batch while the effective batch stays.",
+                   finding, evidence});
+  // Activations: what the step in progress made and still holds at the peak.
+  const uint64_t in_step = p.torch_peak_bytes ? p.torch_peak_in_step_bytes : p.peak_in_step_bytes;
+  const uint64_t at_peak = p.torch_peak_bytes ? p.torch_peak_bytes : peak;
+  if (p.summary.steps > 0 && at_peak &&
+      static_cast<double>(in_step) >= kInStepDominates * static_cast<double>(at_peak)) {
+    const std::string activations =
+        fmt::format("{}; {} of the {} live at the peak was allocated in the step in progress "
+                    "({:.0f}%: activations and temporaries)",
+                    evidence, human_bytes(in_step), human_bytes(at_peak), pct(in_step, at_peak));
+    out.push_back({"gradient-checkpointing", "Recompute activations instead of keeping them",
+                   "Memory made during the step dominates the peak: wrap blocks of the model in "
+                   "torch.utils.checkpoint.checkpoint so their activations are recomputed in backward.",
+                   finding, activations});
+    out.push_back({"amp", "Keep activations in half precision",
+                   "If the model runs in fp32, run its forward under torch.autocast(\"cuda\", "
+                   "dtype=torch.bfloat16): activations, which dominate this peak, take half the memory "
+                   "(the trace does not record dtypes: skip this if autocast is already on).",
+                   finding, activations});
   }
+}
+
+}  // namespace
+
+std::vector<Advice> advise(const ProcessReport& p) {
+  std::vector<Advice> out;
+  const std::string pid = std::to_string(p.info.pid);
+  advise_growth(p, out);
+  advise_fragmentation(p, pid, out);
+  advise_optimizer_peak(p, pid, out);
+  advise_near_capacity(p, pid, out);
   return out;
 }
 

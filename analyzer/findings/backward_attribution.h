@@ -2,7 +2,7 @@
 // a thread is inside a "torch.backward" range (the Python package's wrapper around
 // torch.autograd.backward / grad records it with its caller's stack), such allocations on other
 // threads are given that caller's stack too, so a backward-pass leak names the `loss.backward()`
-// line (DESIGN.md §6). Events are fed in time order.
+// line. Events are fed in time order.
 #pragma once
 #include <cstdint>
 #include <functional>

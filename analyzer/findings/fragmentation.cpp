@@ -1,6 +1,5 @@
-// Fragmentation (DESIGN.md §8): the caching allocator's reserved vs allocated bytes per device,
-// free space inside its segments, memory outside any tracked allocator (cudaMemGetInfo), and OOMs
-// that happened while enough memory was free in total.
+#include "findings/fragmentation.h"
+
 #include <algorithm>
 
 #include "gpumemshim/analyzer/analysis.h"
@@ -9,9 +8,9 @@
 namespace gpumemshim::analyzer {
 
 std::vector<DeviceFragmentation> find_fragmentation(const LoadedTrace& trace, StackView& stacks) {
-  const Replay& replay = trace.replay;
+  const DeviceTracker& devices = trace.replay.devices();
   std::vector<DeviceFragmentation> out;
-  for (const DeviceMemoryTrack& t : replay.devices()) {
+  for (const DeviceMemoryTrack& t : devices.all()) {
     if (!t.seen) continue;
     DeviceFragmentation d;
     d.pid = trace.process.pid;
@@ -25,7 +24,7 @@ std::vector<DeviceFragmentation> find_fragmentation(const LoadedTrace& trace, St
       d.has_untracked = true;
       d.untracked = t.untracked_at_meminfo;
     }
-    for (const OomEvent& e : replay.ooms()) {
+    for (const OomEvent& e : devices.ooms()) {
       // With the allocator's events, its own OOM says more than the cudaMalloc that failed under it.
       if (e.device != t.device || e.torch != t.torch) continue;
       OomFinding o;
@@ -52,9 +51,9 @@ std::vector<DeviceFragmentation> find_fragmentation(const LoadedTrace& trace, St
       d.reserved_end = t.reserved;
       d.allocated_end = t.allocated;
       const OomEvent* first = nullptr;
-      for (const OomEvent& e : replay.ooms())
+      for (const OomEvent& e : devices.ooms())
         if (e.torch && e.device == t.device && !first) first = &e;
-      TorchSnapshot s = first ? first->state : replay.snapshot(t.device, replay.last_time_ns());
+      const TorchSnapshot& s = first ? first->state : t.end;
       d.snapshot = first ? "oom" : "end";
       d.inactive_split_blocks = s.inactive_split_blocks;
       d.inactive_split_bytes = s.inactive_split_bytes;

@@ -1,4 +1,4 @@
-// Growth (DESIGN.md §8): live bytes per allocation site sampled at step boundaries (or, without
+// Growth: live bytes per allocation site sampled at step boundaries (or, without
 // step markers, at equal time buckets), and a robust trend fit per site.
 #pragma once
 #include <cstdint>

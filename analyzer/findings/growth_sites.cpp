@@ -1,11 +1,12 @@
-// Growth findings of one process: the sampled live bytes of raw sites summed per symbolized site,
-// fitted, and kept when they rise steadily.
+#include "findings/growth_sites.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <tuple>
 
 #include "gpumemshim/analyzer/analysis.h"
+#include "findings/leaks.h"
 #include "report/stack_view.h"
 
 namespace gpumemshim::analyzer {
@@ -15,7 +16,7 @@ namespace {
 uint64_t device_total(const LoadedTrace& trace, int32_t device) {
   for (const DeviceInfo& d : trace.devices)
     if (d.device == device && d.total_bytes) return d.total_bytes;
-  const auto& tracks = trace.replay.devices();
+  const auto& tracks = trace.replay.devices().all();
   if (device >= 0 && static_cast<size_t>(device) < tracks.size() && tracks[static_cast<size_t>(device)].has_meminfo)
     return tracks[static_cast<size_t>(device)].meminfo_total;
   return 0;
@@ -97,31 +98,23 @@ std::vector<std::vector<uint64_t>> group_series(const SiteSampler& sampler,
   return y;
 }
 
-}  // namespace
+// The symbolized sites growth may find, each with the group of raw sites whose series it sums.
+struct GrowthSite {
+  uint32_t group = 0;  // its series: group_series()[group]
+  RawSite raw;
+  int32_t device = 0;
+  std::vector<Frame> stack;
+};
+using GrowthSites = std::map<std::tuple<std::string, uint8_t, uint8_t, bool>, GrowthSite>;
 
-std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks) {
-  const Replay& replay = trace.replay;
-  const bool by_steps = replay.summary().steps > 0;
+// The raw sites of memory whose series vary, merged by symbolized stack; group_of_raw gets each
+// raw site's group (kNoGroup: none).
+GrowthSites growth_sites(const Replay& replay, const SiteSampler& sampler, StackView& stacks,
+                         std::vector<uint32_t>& group_of_raw) {
   const bool has_torch = replay.summary().torch.events > 0;
-  SiteSampler time_samples{kMaxTimePoints};
-  if (!by_steps) time_samples = replay.time_samples_closed();
-  const SiteSampler& sampler = by_steps ? replay.step_samples() : time_samples;
-  std::vector<uint64_t> x = sampler.points();
-  if (x.size() < 5) return {};
-  // Time buckets are counted in buckets of the final stride, not in ticks.
-  const uint64_t stride = by_steps ? 1 : sampler.stride();
-  if (!by_steps)
-    for (uint64_t& v : x) v = (v + stride - 1) / stride;
-
-  struct Site {
-    uint32_t group = 0;  // its series: y[group]
-    RawSite raw;
-    int32_t device = 0;
-    std::vector<Frame> stack;
-  };
-  std::map<std::tuple<std::string, uint8_t, uint8_t, bool>, Site> sites;
+  GrowthSites sites;
   const std::vector<bool> varies = varying_sites(sampler);
-  std::vector<uint32_t> group_of_raw(varies.size(), kNoGroup);
+  group_of_raw.assign(varies.size(), kNoGroup);
   const std::vector<RawSite>& raws = replay.sites();
   for (uint32_t i = 0; i < raws.size() && i < varies.size(); ++i) {
     const RawSite& r = raws[i];
@@ -133,7 +126,7 @@ std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks) {
     auto [it, inserted] =
         sites.try_emplace({stacks.stable_key(r.stack_id), static_cast<uint8_t>(r.api),
                            static_cast<uint8_t>(r.kind), r.torch_block});
-    Site& s = it->second;
+    GrowthSite& s = it->second;
     if (inserted) {
       s.group = static_cast<uint32_t>(sites.size() - 1);
       s.raw = r;
@@ -144,8 +137,59 @@ std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks) {
     }
     group_of_raw[i] = s.group;
   }
-  const std::vector<std::vector<uint64_t>> y = group_series(sampler, group_of_raw, sites.size());
+  return sites;
+}
 
+// The finding of a site whose fit rises, with the step at which its device would be full.
+Growth growth_of(const LoadedTrace& trace, const std::string& stack_key, GrowthSite& s,
+                 const TrendFit& f, bool by_steps, double bucket_s, uint64_t last_step) {
+  Growth g;
+  g.id = site_id_of(stack_key, s.raw.api, s.raw.torch_block);
+  g.basis = by_steps ? "steps" : "time";
+  g.bytes_per_step = std::round(f.slope);
+  g.bucket_s = by_steps ? 0 : bucket_s;
+  g.steps = f.points;
+  g.warmup_steps = f.warmup;
+  g.last_step = last_step;
+  g.first_live_bytes = f.first_bytes;
+  g.last_live_bytes = f.last_bytes;
+  g.confidence = f.confidence;
+  g.api = s.raw.api;
+  g.memory = s.raw.kind;
+  g.torch_block = s.raw.torch_block;
+  g.device = s.device;
+  g.pid = trace.process.pid;
+  g.rank = trace.process.rank;
+  g.stack = std::move(s.stack);
+  // The device fills up when the process's peak plus this growth reaches its total.
+  uint64_t total = device_total(trace, s.device < 0 ? 0 : s.device);
+  uint64_t peak = trace.replay.summary().peak_bytes;
+  if (total > peak && is_device_memory_kind(g.memory)) {
+    g.has_projection = true;
+    g.projected_oom_step =
+        g.last_step + static_cast<uint64_t>(std::ceil(static_cast<double>(total - peak) / g.bytes_per_step));
+  }
+  return g;
+}
+
+}  // namespace
+
+std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks) {
+  const Replay& replay = trace.replay;
+  const bool by_steps = replay.summary().steps > 0;
+  const GrowthSampling& samples = replay.growth_samples();
+  const SiteSampler& sampler = by_steps ? samples.step_samples() : samples.time_samples();
+  std::vector<uint64_t> x = sampler.points();
+  if (x.size() < 5) return {};
+  // Time buckets are counted in buckets of the final stride, not in ticks.
+  const uint64_t stride = by_steps ? 1 : sampler.stride();
+  if (!by_steps)
+    for (uint64_t& v : x) v = (v + stride - 1) / stride;
+  const double bucket_s = static_cast<double>(stride * samples.time_tick_ns()) / 1e9;
+
+  std::vector<uint32_t> group_of_raw;
+  GrowthSites sites = growth_sites(replay, sampler, stacks, group_of_raw);
+  const std::vector<std::vector<uint64_t>> y = group_series(sampler, group_of_raw, sites.size());
   std::vector<Growth> out;
   for (auto& [key, s] : sites) {
     // Growth ends higher than where its fit starts (after the warm-up, TrendFit's first_bytes):
@@ -155,33 +199,7 @@ std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks) {
     if (sy.size() <= warmup || sy.back() <= sy[warmup]) continue;
     TrendFit f = fit_trend(x, sy);
     if (f.points == 0 || f.slope < 1.0 || f.confidence < kMinGrowthConfidence) continue;
-    Growth g;
-    g.id = site_id_of(std::get<0>(key), s.raw.api, s.raw.torch_block);
-    g.basis = by_steps ? "steps" : "time";
-    g.bytes_per_step = std::round(f.slope);
-    g.bucket_s = by_steps ? 0 : static_cast<double>(stride * replay.time_tick_ns()) / 1e9;
-    g.steps = f.points;
-    g.warmup_steps = f.warmup;
-    g.last_step = x.back();
-    g.first_live_bytes = f.first_bytes;
-    g.last_live_bytes = f.last_bytes;
-    g.confidence = f.confidence;
-    g.api = s.raw.api;
-    g.memory = s.raw.kind;
-    g.torch_block = s.raw.torch_block;
-    g.device = s.device;
-    g.pid = trace.process.pid;
-    g.rank = trace.process.rank;
-    g.stack = std::move(s.stack);
-    // The device fills up when the process's peak plus this growth reaches its total.
-    uint64_t total = device_total(trace, s.device < 0 ? 0 : s.device);
-    uint64_t peak = replay.summary().peak_bytes;
-    if (total > peak && is_device_memory_kind(g.memory)) {
-      g.has_projection = true;
-      g.projected_oom_step =
-          g.last_step + static_cast<uint64_t>(std::ceil(static_cast<double>(total - peak) / g.bytes_per_step));
-    }
-    out.push_back(std::move(g));
+    out.push_back(growth_of(trace, std::get<0>(key), s, f, by_steps, bucket_s, x.back()));
   }
   std::sort(out.begin(), out.end(), [](const Growth& a, const Growth& b) {
     if (a.bytes_per_step != b.bytes_per_step) return a.bytes_per_step > b.bytes_per_step;

@@ -1,6 +1,5 @@
-// Findings on the survivors of one process (DESIGN.md §8): every allocation alive at the end is a
-// "leak", "cached" or "retained" entry, grouped by call site, each with the reason for its kind;
-// unreleased address space is listed apart.
+#include "findings/leaks.h"
+
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -88,20 +87,18 @@ std::string site_id_of(const std::string& stack_key, Api api, bool torch_block) 
   return site_id(torch_block ? stack_key + "#torch.alloc" : stack_key, api);
 }
 
-// Groups surviving allocations by call site and origin: first by raw (stack id, api, kind), then
-// merged by symbolized stack (different raw stacks can symbolize alike once the shim's frames are
-// gone); the verdict for allocations after the first step is taken on the merged site.
-void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<SiteGroup>& leaks,
-                     std::vector<SiteGroup>& address_space) {
-  const Replay& replay = trace.replay;
+namespace {
+
+// (stack, api, kind, torch, origin, region name)
+using RawKey = std::tuple<uint64_t, uint8_t, uint8_t, bool, Origin, std::string>;
+
+// Why each survivor is alive, and the survivors summed by raw site and origin.
+std::map<RawKey, Survivors> raw_survivors(const Replay& replay) {
   const bool has_steps = replay.summary().steps > 0;
   // With the caching allocator's own events in the trace, its segments (cudaMalloc, or cuMemCreate
   // with expandable segments) alive at the end are its cache; its tensor blocks are what leaks.
   const bool has_torch = replay.summary().torch.events > 0;
-  const std::vector<Region>& regions = replay.regions();
-
-  // (stack, api, kind, torch, origin, region name)
-  using RawKey = std::tuple<uint64_t, uint8_t, uint8_t, bool, Origin, std::string>;
+  const std::vector<Region>& regions = replay.regions().all();
   std::map<RawKey, Survivors> raw;
   for (const LiveAlloc& a : replay.live()) {
     Origin origin;
@@ -125,14 +122,22 @@ void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<Si
     raw[{a.stack_id, static_cast<uint8_t>(a.api), static_cast<uint8_t>(a.kind), a.torch_block,
          origin, std::move(region)}].merge(one);
   }
+  return raw;
+}
 
-  struct Merged {
-    SiteGroup group;
-    Survivors survivors;
-    Origin origin;
-  };
-  std::map<std::tuple<std::string, uint8_t, uint8_t, bool, Origin, std::string>, Merged> merged;
-  for (auto& [key, r] : raw) {
+struct Merged {
+  SiteGroup group;
+  Survivors survivors;
+  Origin origin;
+};
+using MergedKey = std::tuple<std::string, uint8_t, uint8_t, bool, Origin, std::string>;
+
+// Raw sites merged by symbolized stack: different raw stacks can symbolize alike once the shim's
+// frames are gone.
+std::map<MergedKey, Merged> merge_by_stack(const std::map<RawKey, Survivors>& raw,
+                                           StackView& stacks, uint64_t pid) {
+  std::map<MergedKey, Merged> merged;
+  for (const auto& [key, r] : raw) {
     const auto& [stack_id, api_v, kind_v, torch_block, origin, region] = key;
     const std::vector<Frame>& frames = stacks.frames(stack_id);
     const std::string& skey = stacks.stable_key(stack_id);
@@ -144,7 +149,7 @@ void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<Si
       g.memory = static_cast<MemoryKind>(kind_v);
       g.torch_block = torch_block;
       g.id = site_id_of(skey, g.api, torch_block);
-      g.pid = trace.process.pid;
+      g.pid = pid;
       g.stack = frames;
       g.region = region;
       g.owner = std::string(owning_library(frames));
@@ -152,7 +157,58 @@ void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<Si
     }
     m.survivors.merge(r);
   }
+  return merged;
+}
 
+struct Verdict {
+  const char* kind;
+  std::string reason;
+};
+
+// The verdict on a merged site by its origin: its kind and the reason for it.
+Verdict verdict(const SiteGroup& g, Origin origin, const Survivors& s) {
+  switch (origin) {
+    case Origin::kAddress: return {"unreleased", "address space still mapped or reserved at exit"};
+    case Origin::kCached: return {"cached", "segment held by PyTorch's caching allocator"};
+    case Origin::kRegion:
+      return {"leak", fmt::format("allocated inside expect_no_leak region '{}' and alive at its end",
+                                  g.region)};
+    case Origin::kNoSteps: return {"leak", "alive at exit in a trace without step markers"};
+    case Origin::kBeforeStep: return {"retained", "allocated before the first step and alive at exit"};
+    case Origin::kAfterStep: break;
+  }
+  if (s.steps.size() >= kAccumulatingSteps)
+    return {"leak", fmt::format("alive at exit; allocated after step {} at a site whose survivors "
+                                "accumulate step over step",
+                                s.first_step)};
+  return {"retained", fmt::format("alive at exit; allocated after step {}, but survivors of only {} "
+                                  "step{} at this site: not accumulating",
+                                  s.first_step, s.steps.size(), s.steps.size() == 1 ? "" : "s")};
+}
+
+// The verdict, except that a library's own buffers are never the script's leak.
+void judge(SiteGroup& g, Origin origin, const Survivors& s) {
+  Verdict v = verdict(g, origin, s);
+  g.kind = v.kind;
+  g.reason = std::move(v.reason);
+  if (!g.owner.empty() && (origin == Origin::kNoSteps || origin == Origin::kBeforeStep ||
+                           origin == Origin::kAfterStep)) {
+    g.kind = "retained";
+    g.reason = fmt::format("{}'s own buffers (made by its code, released by ncclCommDestroy / "
+                           "destroy_process_group): not the script's leak",
+                           g.owner == "nccl" ? "NCCL" : g.owner);
+  }
+}
+
+}  // namespace
+
+// Groups surviving allocations by call site and origin: first by raw (stack id, api, kind), then
+// merged by symbolized stack; the verdict for allocations after the first step is taken on the
+// merged site.
+void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<SiteGroup>& leaks,
+                     std::vector<SiteGroup>& address_space) {
+  std::map<MergedKey, Merged> merged =
+      merge_by_stack(raw_survivors(trace.replay), stacks, trace.process.pid);
   for (auto& [key, m] : merged) {
     SiteGroup& g = m.group;
     const Survivors& s = m.survivors;
@@ -160,48 +216,7 @@ void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<Si
     g.count = s.count;
     g.device = s.mixed_devices ? -1 : s.device;
     g.first_time_ns = s.first_time;
-    switch (m.origin) {
-      case Origin::kAddress:
-        g.kind = "unreleased";
-        g.reason = "address space still mapped or reserved at exit";
-        break;
-      case Origin::kCached:
-        g.kind = "cached";
-        g.reason = "segment held by PyTorch's caching allocator";
-        break;
-      case Origin::kRegion:
-        g.kind = "leak";
-        g.reason = fmt::format("allocated inside expect_no_leak region '{}' and alive at its end", g.region);
-        break;
-      case Origin::kNoSteps:
-        g.kind = "leak";
-        g.reason = "alive at exit in a trace without step markers";
-        break;
-      case Origin::kBeforeStep:
-        g.kind = "retained";
-        g.reason = "allocated before the first step and alive at exit";
-        break;
-      case Origin::kAfterStep:
-        if (s.steps.size() >= kAccumulatingSteps) {
-          g.kind = "leak";
-          g.reason = fmt::format("alive at exit; allocated after step {} at a site whose survivors "
-                                 "accumulate step over step",
-                                 s.first_step);
-        } else {
-          g.kind = "retained";
-          g.reason = fmt::format("alive at exit; allocated after step {}, but survivors of only {} "
-                                 "step{} at this site: not accumulating",
-                                 s.first_step, s.steps.size(), s.steps.size() == 1 ? "" : "s");
-        }
-        break;
-    }
-    if (!g.owner.empty() && (m.origin == Origin::kNoSteps || m.origin == Origin::kBeforeStep ||
-                             m.origin == Origin::kAfterStep)) {
-      g.kind = "retained";
-      g.reason = fmt::format("{}'s own buffers (made by its code, released by ncclCommDestroy / "
-                             "destroy_process_group): not the script's leak",
-                             g.owner == "nccl" ? "NCCL" : g.owner);
-    }
+    judge(g, m.origin, s);
     if (m.origin == Origin::kAddress) address_space.push_back(std::move(g));
     else leaks.push_back(std::move(g));
   }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "gpumemshim/analyzer/analysis.h"
+#include "findings/leaks.h"
 #include "findings/peak_sites.h"
 #include "gpumemshim/analyzer/report.h"
 #include "report/stack_view.h"
@@ -36,7 +37,7 @@ std::vector<SiteBytes> sites_at_peak(const LoadedTrace& trace, StackView& stacks
   // Raw sites first, then merged by symbolized stack and api like the leak groups, so a site has
   // the same id here as in "leaks". Only device memory counts towards the peak.
   const std::vector<RawSite>& raw = trace.replay.sites();
-  std::vector<uint64_t> bytes = trace.replay.peak_sites().at_peak(trace.replay.site_live());
+  std::vector<uint64_t> bytes = trace.replay.peaks().sites().at_peak(trace.replay.site_live());
   std::map<std::string, SiteBytes> merged;
   for (size_t i = 0; i < raw.size() && i < bytes.size(); ++i) {
     const RawSite& r = raw[i];

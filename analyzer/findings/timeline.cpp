@@ -13,12 +13,10 @@
 
 #include <fmt/format.h>
 
+#include "findings/leaks.h"
 #include "report/stack_view.h"
 
 namespace gpumemshim::analyzer {
-
-// leaks.cpp: the site id of a symbolized stack and api (the same hashing as the leak report).
-std::string site_id(const std::string& stack_key, Api api);
 
 using nlohmann::json;
 
@@ -131,61 +129,51 @@ void set_site_peaks(const LoadedTrace& trace, CallSites& cs) {
     return;
   }
   std::vector<uint64_t> peaks;
-  if (trace.replay.site_log_complete()) peaks = trace.replay.group_peaks_from_log(cs.of_raw);
-  else peaks = load_trace(trace.path, cs.of_raw).replay.group_peaks();
+  if (trace.replay.timeline().site_log_complete()) peaks = trace.replay.timeline().group_peaks_from_log(cs.of_raw);
+  else peaks = load_trace(trace.path, cs.of_raw).replay.timeline().group_peaks();
   for (size_t i = 0; i < cs.sites.size() && i < peaks.size(); ++i) cs.sites[i].peak_bytes = peaks[i];
 }
 
-}  // namespace
-
-Timeline build_timeline(const LoadedTrace& trace, size_t max_samples, size_t top_sites,
-                        StackView* shared_stacks) {
-  Timeline tl;
-  const Replay& replay = trace.replay;
-  std::optional<StackView> own_stacks;
-  if (shared_stacks == nullptr || shared_stacks->max_frames() != kMaxOutputFrames)
-    shared_stacks = &own_stacks.emplace(trace);
-  CallSites cs = call_sites(trace, *shared_stacks);
-  set_site_peaks(trace, cs);
-  tl.all_sites = std::move(cs.sites);
-  disambiguate_labels(tl.all_sites);
+// The top sites by their own peak; top_of: each call site's index among them (-1: none).
+std::vector<int> pick_top_sites(Timeline& tl, size_t top_sites) {
   std::vector<size_t> order(tl.all_sites.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return tl.all_sites[a].peak_bytes > tl.all_sites[b].peak_bytes;
   });
-  std::vector<int> top_of(tl.all_sites.size(), -1);  // call site -> its index among the top sites
+  std::vector<int> top_of(tl.all_sites.size(), -1);
   for (size_t i = 0; i < order.size() && tl.sites.size() < top_sites; ++i) {
     if (tl.all_sites[order[i]].peak_bytes == 0) break;
     top_of[order[i]] = static_cast<int>(tl.sites.size());
     tl.sites.push_back(tl.all_sites[order[i]]);
   }
-  auto top_index = [&](uint32_t raw) {
-    return raw < cs.of_raw.size() && cs.of_raw[raw] != UINT32_MAX ? top_of[cs.of_raw[raw]] : -1;
-  };
+  return top_of;
+}
 
-  tl.has_torch = replay.summary().torch.events > 0;
-  tl.steps_ns = replay.step_times();  // already the first kMaxTimelineSteps
-  tl.peak_bytes = replay.summary().peak_bytes;
-  tl.peak_time_ns = replay.peak_time_ns();
-  const std::vector<uint64_t>& live_now = replay.site_live();
-  if (replay.peak_sites().has_peak() && tl.peak_bytes > 0) {
-    std::vector<uint64_t> at_peak(tl.all_sites.size(), 0);
-    std::vector<uint64_t> raw_at_peak = replay.peak_sites().at_peak(live_now);
-    for (uint32_t raw = 0; raw < raw_at_peak.size() && raw < cs.of_raw.size(); ++raw)
-      if (cs.of_raw[raw] != UINT32_MAX) at_peak[cs.of_raw[raw]] += raw_at_peak[raw];
-    for (size_t s = 0; s < at_peak.size(); ++s)
-      if (at_peak[s]) tl.at_peak.push_back(PeakSite{s, at_peak[s]});
-    std::stable_sort(tl.at_peak.begin(), tl.at_peak.end(),
-                     [](const PeakSite& a, const PeakSite& b) { return a.bytes > b.bytes; });
-  }
+// What each call site held at the device peak, bytes descending.
+void add_peak_breakdown(Timeline& tl, const Replay& replay, const std::vector<uint32_t>& of_raw) {
+  const PeakSiteTracker& peak_sites = replay.peaks().sites();
+  if (!peak_sites.has_peak() || tl.peak_bytes == 0) return;
+  std::vector<uint64_t> at_peak(tl.all_sites.size(), 0);
+  std::vector<uint64_t> raw_at_peak = peak_sites.at_peak(replay.site_live());
+  for (uint32_t raw = 0; raw < raw_at_peak.size() && raw < of_raw.size(); ++raw)
+    if (of_raw[raw] != UINT32_MAX) at_peak[of_raw[raw]] += raw_at_peak[raw];
+  for (size_t s = 0; s < at_peak.size(); ++s)
+    if (at_peak[s]) tl.at_peak.push_back(PeakSite{s, at_peak[s]});
+  std::stable_sort(tl.at_peak.begin(), tl.at_peak.end(),
+                   [](const PeakSite& a, const PeakSite& b) { return a.bytes > b.bytes; });
+}
 
-  // The samples: buckets merged pairwise until they fit, each giving its low and high in time order.
+// The samples: buckets merged pairwise until they fit, each giving its low and high in time order,
+// summed per top site (top_index(raw site): its index among them, -1: none), then the end.
+template <typename TopIndex>
+void add_samples(Timeline& tl, const LoadedTrace& trace, size_t max_samples, TopIndex top_index) {
+  const Replay& replay = trace.replay;
   // Read in place: a bucket holds every site's bytes twice (~100 MB for a long run of 3000 sites),
   // copied only when they must be merged further.
   const size_t max_buckets = std::max<size_t>(1, max_samples / 2 - 1);
   std::vector<SampledBucket> merged;
-  const std::vector<SampledBucket>* kept = &replay.timeline_samples().buckets();
+  const std::vector<SampledBucket>* kept = &replay.timeline().samples().buckets();
   if (kept->size() > max_buckets) {
     merged = *kept;
     while (merged.size() > max_buckets) halve_buckets(merged);
@@ -222,12 +210,37 @@ Timeline build_timeline(const LoadedTrace& trace, size_t max_samples, size_t top
   }
   uint64_t end_ns = std::max(static_cast<uint64_t>(trace.duration_s() * 1e9), replay.last_time_ns());
   if (!tl.samples.empty() && tl.samples.back().time_ns < end_ns) {
-    sample(end_ns, replay.live_device_bytes(), replay.torch_reserved_bytes(), replay.torch_allocated_bytes(),
+    const std::vector<uint64_t>& live_now = replay.site_live();
+    sample(end_ns, replay.live_device_bytes(), replay.devices().reserved_bytes(), replay.devices().allocated_bytes(),
            [&](const auto& f) {
              for (uint32_t raw = 0; raw < live_now.size(); ++raw)
                if (replay.is_timeline_site(raw) && live_now[raw]) f(raw, live_now[raw]);
            });
   }
+}
+
+}  // namespace
+
+Timeline build_timeline(const LoadedTrace& trace, size_t max_samples, size_t top_sites,
+                        StackView* shared_stacks) {
+  Timeline tl;
+  const Replay& replay = trace.replay;
+  std::optional<StackView> own_stacks;
+  if (shared_stacks == nullptr || shared_stacks->max_frames() != kMaxOutputFrames)
+    shared_stacks = &own_stacks.emplace(trace);
+  CallSites cs = call_sites(trace, *shared_stacks);
+  set_site_peaks(trace, cs);
+  tl.all_sites = std::move(cs.sites);
+  disambiguate_labels(tl.all_sites);
+  const std::vector<int> top_of = pick_top_sites(tl, top_sites);
+  tl.has_torch = replay.summary().torch.events > 0;
+  tl.steps_ns = replay.growth_samples().step_times();  // already the first kMaxTimelineSteps
+  tl.peak_bytes = replay.summary().peak_bytes;
+  tl.peak_time_ns = replay.peaks().time_ns();
+  add_peak_breakdown(tl, replay, cs.of_raw);
+  add_samples(tl, trace, max_samples, [&](uint32_t raw) {
+    return raw < cs.of_raw.size() && cs.of_raw[raw] != UINT32_MAX ? top_of[cs.of_raw[raw]] : -1;
+  });
   return tl;
 }
 

@@ -2,13 +2,12 @@
 // themselves (a free finds its record in the slot it probes, not behind a second load).
 //
 // The index is generational. Most allocations are freed soon; a few live for the whole run
-// (weights, caches, leaks), and a trace that leaks tens of thousands of them used to spread the
-// busy few hundred keys over a megabyte of index, a cache miss per free (measured: the 50 M
-// benchmark trace without its 25 k leaks loads 21 % faster). New keys go to a young map, each
-// tagged with its generation; every `period` inserts a generation ends, and the keys of the one
-// before it still alive (two generations old) move to the old map, which a bitmap of its keys'
-// hashes lets most lookups skip. An allocation thus probes one small busy map (an earlier design
-// kept the previous generation in a map of its own: a second probe for every new key). Same
+// (weights, caches, leaks), and in one table a trace that leaks tens of thousands of them would
+// spread the busy few hundred keys over a megabyte of index, a cache miss per free. New keys go to
+// a young map, each tagged with its generation; every `period` inserts a generation ends, and the
+// keys of the one before it still alive (two generations old) move to the old map, which a bitmap
+// of its keys' hashes lets most lookups skip. An allocation thus probes one small busy map (the
+// previous generation in a map of its own would cost a second probe for every new key). Same
 // interface as FlatMap's for the calls the replay makes; a slot number names its map in its top
 // bit.
 #pragma once

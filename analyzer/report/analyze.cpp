@@ -4,13 +4,14 @@
 #include <string_view>
 
 #include "gpumemshim/analyzer/analysis.h"
+#include "findings/advice.h"
+#include "findings/fragmentation.h"
+#include "findings/growth_sites.h"
+#include "findings/leaks.h"
 #include "report/stack_view.h"
 #include "replay/parallel.h"
 
 namespace gpumemshim::analyzer {
-
-void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<SiteGroup>& leaks,
-                     std::vector<SiteGroup>& address_space);
 
 namespace {
 
@@ -137,11 +138,11 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
     for (OomFinding& o : d.ooms) suppress(suppressions, "fragmentation", o, 0);
   for (const FailureEvent& f : trace.replay.failures())
     p.failures.push_back(Failure{f, trace.process.pid, stacks.frames(f.stack_id)});
-  p.peak_in_step_bytes = trace.replay.peak_in_step_bytes();
-  p.torch_peak_bytes = trace.replay.torch_peak_bytes();
-  p.torch_peak_in_step_bytes = trace.replay.torch_peak_in_step_bytes();
-  p.peak_time_ns = trace.replay.peak_time_ns();
-  p.torch_peak_time_ns = trace.replay.torch_peak_time_ns();
+  p.peak_in_step_bytes = trace.replay.peaks().in_step_bytes();
+  p.torch_peak_bytes = trace.replay.peaks().torch_bytes();
+  p.torch_peak_in_step_bytes = trace.replay.peaks().torch_in_step_bytes();
+  p.peak_time_ns = trace.replay.peaks().time_ns();
+  p.torch_peak_time_ns = trace.replay.peaks().torch_time_ns();
   p.advice = advise(p);
   return p;
 }

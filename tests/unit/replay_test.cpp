@@ -732,7 +732,7 @@ TEST(Replay, StepSamplesHoldEachSitesBytesAtTheKeptSteps) {
   for (uint64_t c = 0; c < 5 * kSites; ++c) change(c % kSites);  // after the last step
   rp.finish();
 
-  const an::SiteSampler& s = rp.step_samples();
+  const an::SiteSampler& s = rp.growth_samples().step_samples();
   ASSERT_EQ(s.stride(), 4u) << "the test must thin twice";
   ASSERT_NE(kSteps % s.stride(), 0u);
   const std::vector<uint64_t> points = s.points();

@@ -108,8 +108,8 @@ void call_site_of_two_raw_stacks(size_t filler_pairs, uint64_t filler_size = 10)
   t.end();
   std::string path = t.write(dir.file("t.trace"));
   an::LoadedTrace trace = an::load_trace(path);
-  EXPECT_EQ(trace.replay.site_log_complete(),
-            2 * filler_pairs + 8 <= an::Replay::kMaxSiteLog && filler_size < (uint64_t{1} << 39));
+  EXPECT_EQ(trace.replay.timeline().site_log_complete(),
+            2 * filler_pairs + 8 <= an::TimelineTracker::kMaxSiteLog && filler_size < (uint64_t{1} << 39));
   const uint64_t peak = std::max<uint64_t>(450, filler_pairs ? filler_size : 0);
   an::Timeline tl = an::build_timeline(trace, 100, 8);
   const size_t grouped = filler_pairs ? 1 : 0;  // call sites in first-seen order
@@ -138,7 +138,7 @@ void call_site_of_two_raw_stacks(size_t filler_pairs, uint64_t filler_size = 10)
 TEST(Timeline, CallSiteOfSeveralRawStacksPeaksAtTheirSum) { call_site_of_two_raw_stacks(0); }
 
 TEST(Timeline, CallSiteOfSeveralRawStacksPeaksAtTheirSumInALongTrace) {
-  call_site_of_two_raw_stacks(an::Replay::kMaxSiteLog / 2 + 1);  // past the log: read again
+  call_site_of_two_raw_stacks(an::TimelineTracker::kMaxSiteLog / 2 + 1);  // past the log: read again
 }
 
 TEST(Timeline, CallSiteOfSeveralRawStacksPeaksAtTheirSumAfterAHugeAllocation) {

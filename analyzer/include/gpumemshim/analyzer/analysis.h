@@ -145,20 +145,6 @@ Report analyze(const std::vector<std::string>& paths, const AnalyzeOptions& opti
 ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& options,
                             Suppressions* suppressions, StackView* stacks = nullptr);
 
-// The site id of a symbolized stack key and api (leaks and growth share it).
-std::string site_id(const std::string& stack_key, Api api);
-std::string site_id_of(const std::string& stack_key, Api api, bool torch_block);
-
-// Findings of one process (leaks.cpp, growth_sites.cpp, fragmentation.cpp, advice.cpp).
-void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<SiteGroup>& leaks,
-                     std::vector<SiteGroup>& address_space);
-std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks);
-std::vector<DeviceFragmentation> find_fragmentation(const LoadedTrace& trace, StackView& stacks);
-std::vector<Advice> advise(const ProcessReport& p);
-// Advice that needs several processes: processes of one host sharing a device whose peaks add up
-// to nearly all of it get "memory-fraction" (appended to their own advice).
-void advise_shared_devices(Report& report);
-
 // All unsuppressed findings that fail `check` (kind "leak"), or every leak entry of any kind
 // when include_suppressed (the report's list), bytes descending.
 std::vector<const SiteGroup*> all_leaks(const Report& report, bool include_suppressed);

@@ -1,0 +1,22 @@
+// Advice: each rule needs a finding and the numbers that justify it; no finding, no
+// advice. A trace cannot show tensor dtypes, so mixed precision is advised on the evidence that
+// activations dominate a peak near the device's capacity (it halves them when they are fp32), and
+// says so. Which tensors are optimizer state is not visible either; a peak between the end of
+// backward() and the end of optimizer.step() (the package's markers) is the evidence for the
+// optimizer advice.
+#pragma once
+#include <vector>
+
+namespace gpumemshim::analyzer {
+
+struct Advice;
+struct ProcessReport;
+struct Report;
+
+// The advice for one process, from its findings.
+std::vector<Advice> advise(const ProcessReport& p);
+// Advice that needs several processes: processes of one host sharing a device whose peaks add up
+// to nearly all of it get "memory-fraction" (appended to their own advice).
+void advise_shared_devices(Report& report);
+
+}  // namespace gpumemshim::analyzer
