@@ -3,7 +3,7 @@
 // that happened while enough memory was free in total.
 #include <algorithm>
 
-#include "gpumemshim/analyzer/analysis.h"
+#include "report/analysis.h"
 #include "report/stack_view.h"
 
 namespace gpumemshim::analyzer {

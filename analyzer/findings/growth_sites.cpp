@@ -5,7 +5,7 @@
 #include <map>
 #include <tuple>
 
-#include "gpumemshim/analyzer/analysis.h"
+#include "report/analysis.h"
 #include "report/stack_view.h"
 
 namespace gpumemshim::analyzer {

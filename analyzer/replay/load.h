@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "findings/backward_attribution.h"
-#include "gpumemshim/analyzer/model.h"
+#include "replay/model.h"
 #include "replay/replay.h"
 
 namespace gpumemshim::analyzer {

@@ -12,7 +12,7 @@
 #include "replay/flat_map.h"
 #include "findings/growth.h"
 #include "replay/live_table.h"
-#include "gpumemshim/analyzer/model.h"
+#include "replay/model.h"
 #include "findings/peak_sites.h"
 #include "findings/timeline_samples.h"
 #include "gpumemshim/format/records.h"
@@ -92,19 +92,9 @@ struct DeviceMemoryTrack {
   std::map<uint64_t, uint64_t> segments;  // address -> size (segments and mapped ranges)
 };
 
-struct FailureEvent {
-  uint64_t time_ns = 0;
-  uint64_t thread_id = 0;
-  int32_t device = 0;
-  Api api = Api::kUnknown;
-  MemoryKind kind = MemoryKind::kDevice;
-  uint64_t size = 0;
-  uint32_t error = 0;
+// A failed allocation as the report lists it, and the raw stack the report symbolizes.
+struct FailureEvent : FailedAllocation {
   uint64_t stack_id = 0;
-  uint64_t live_device_bytes = 0;  // of this process when it failed
-  bool has_meminfo = false;        // last cudaMemGetInfo sample of that device, if any
-  uint64_t meminfo_free = 0;
-  uint64_t meminfo_total = 0;
 };
 
 class Replay {
