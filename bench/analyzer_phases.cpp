@@ -10,10 +10,11 @@
 #include <cstdio>
 #include <string_view>
 
-#include "gpumemshim/analyzer/analysis.h"
 #include "gpumemshim/format/trace_reader.h"
+#include "report/analysis.h"
 #include "replay/load.h"
-#include "gpumemshim/analyzer/report.h"
+#include "gpumemshim/analyzer/render.h"
+#include "render/json_parts.h"
 #include "report/stack_view.h"
 #include "findings/timeline.h"
 

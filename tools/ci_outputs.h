@@ -1,8 +1,8 @@
 // CI outputs of `check` (JUnit, SARIF). Throws CliError (exit 2) when a file cannot be written.
 #pragma once
 #include "cli.h"
-#include "gpumemshim/analyzer/analysis.h"
-#include "render/ci_findings.h"
+#include "gpumemshim/analyzer/render.h"
+#include "gpumemshim/analyzer/report.h"
 
 namespace gpumemshim::cli {
 

@@ -1,11 +1,10 @@
-#include <stdexcept>
-
 #include <fmt/format.h>
 
 #include "ci_outputs.h"
 #include "cli.h"
-#include "gpumemshim/analyzer/analysis.h"
-#include "gpumemshim/analyzer/report.h"
+#include "suppressions_option.h"
+#include "gpumemshim/analyzer/analyze.h"
+#include "gpumemshim/analyzer/render.h"
 
 namespace gpumemshim::cli {
 
@@ -52,14 +51,7 @@ std::string growth_failures_text(const CheckVerdict& v, uint64_t limit) {
 int run_check(const CheckOptions& o) {
   an::Suppressions sup;
   an::AnalyzeOptions opts;
-  if (!o.suppressions.empty()) {
-    try {
-      sup = an::Suppressions::load(o.suppressions);
-    } catch (const std::invalid_argument& e) {
-      throw CliError(e.what());
-    }
-    opts.suppressions = &sup;
-  }
+  use_suppressions(o.suppressions, sup, opts);
   an::Report report = an::analyze(o.traces, opts);
   const an::Summary& s = report.summary;
   const CheckVerdict verdict = judge(report, o);

@@ -5,10 +5,8 @@
 #include <fmt/format.h>
 
 #include "cli.h"
-#include "gpumemshim/analyzer/analysis.h"
-#include "render/diff.h"
-#include "gpumemshim/analyzer/report.h"
-#include "findings/timeline.h"
+#include "gpumemshim/analyzer/analyze.h"
+#include "gpumemshim/analyzer/render.h"
 
 namespace gpumemshim::cli {
 
@@ -16,11 +14,11 @@ namespace an = gpumemshim::analyzer;
 
 namespace {
 
-// The JSON report of one run, with the timelines that hold each process's peak breakdown.
-nlohmann::json run_report(const std::string& trace) {
-  nlohmann::json j = an::report_json(an::analyze({trace}));
-  an::add_timelines(j, {trace});
-  return j;
+// The report of one run, with the timelines that hold each process's peak breakdown.
+an::Report run_report(const std::string& trace) {
+  an::AnalyzeOptions options;
+  options.timelines = true;
+  return an::analyze({trace}, options);
 }
 
 }  // namespace
@@ -35,7 +33,7 @@ int run_diff(const DiffOptions& o) {
     pct = o.fail_on_regression;
   }
   an::ReportDiff d = an::diff_reports(run_report(o.base), run_report(o.next));
-  write_output(o.output, o.format == "json" ? an::diff_json(d, pct).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n" : an::diff_text(d, pct));
+  write_output(o.output, o.format == "json" ? an::json_text(an::diff_json(d, pct)) : an::diff_text(d, pct));
   if (pct && an::is_regression(d, *pct)) {
     auto p = an::change_pct(d.base_peak, d.new_peak), l = an::change_pct(d.base_leaked, d.new_leaked);
     auto show = [](std::optional<double> v) { return v ? fmt::format("{:+.1f}%", *v) : std::string("from 0"); };

@@ -1,10 +1,7 @@
 // `gpumemshim export TRACE... --to chrome|memory-viz -o FILE`: the trace in formats other viewers
 // open (ui.perfetto.dev / chrome://tracing; pytorch.org/memory_viz).
-#include <nlohmann/json.hpp>
-
 #include "cli.h"
-#include "render/export_chrome.h"
-#include "render/export_memviz.h"
+#include "gpumemshim/analyzer/render.h"
 
 namespace gpumemshim::cli {
 
@@ -12,8 +9,7 @@ namespace an = gpumemshim::analyzer;
 
 int run_export(const ExportOptions& o) {
   if (o.to == "chrome") {
-    nlohmann::json j = an::chrome_trace(o.traces);
-    write_output(o.output, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    write_output(o.output, an::json_text(an::chrome_trace(o.traces), -1));
     return kExitClean;
   }
   if (o.to == "memory-viz") {

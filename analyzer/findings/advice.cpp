@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "gpumemshim/analyzer/analysis.h"
-#include "gpumemshim/analyzer/report.h"
+#include "report/analysis.h"
+#include "gpumemshim/analyzer/units.h"
 
 namespace gpumemshim::analyzer {
 

@@ -6,24 +6,15 @@
 #include <utility>
 #include <vector>
 
-#include "gpumemshim/analyzer/model.h"
+#include "gpumemshim/analyzer/report.h"
+#include "replay/model.h"
 #include "gpumemshim/format/records.h"
 
 namespace gpumemshim::analyzer {
 
-struct FailureEvent {
-  uint64_t time_ns = 0;
-  uint64_t thread_id = 0;
-  int32_t device = 0;
-  Api api = Api::kUnknown;
-  MemoryKind kind = MemoryKind::kDevice;
-  uint64_t size = 0;
-  uint32_t error = 0;
+// A failed allocation as the report lists it, and the raw stack the report symbolizes.
+struct FailureEvent : FailedAllocation {
   uint64_t stack_id = 0;
-  uint64_t live_device_bytes = 0;  // of this process when it failed
-  bool has_meminfo = false;        // last cudaMemGetInfo sample of that device, if any
-  uint64_t meminfo_free = 0;
-  uint64_t meminfo_total = 0;
 };
 
 class FailureLog {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "gpumemshim/analyzer/analysis.h"
+#include "report/analysis.h"
 #include "report/stack_view.h"
 
 namespace gpumemshim::analyzer {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "gpumemshim/analyzer/model.h"
+#include "gpumemshim/analyzer/report.h"
 
 namespace gpumemshim::analyzer {
 
@@ -127,30 +127,5 @@ inline constexpr double kMinGrowthConfidence = 0.5;
 inline constexpr size_t kMaxStepPoints = 512;   // kept step boundaries
 inline constexpr size_t kMaxTimePoints = 40;    // time buckets kept without step markers (20..40)
 inline constexpr uint64_t kTimeTickNs = 1000;   // the finest time bucket; doubled as needed
-
-// A site whose live bytes rise steadily (JSON: growth[]).
-struct Growth {
-  std::string id;             // the site id (same as the site's leak entries)
-  std::string basis;          // "steps" or "time" (no step markers: equal time buckets)
-  double bytes_per_step = 0;  // per step, or per time bucket for basis "time"
-  double bucket_s = 0;        // seconds per bucket (basis "time")
-  uint64_t steps = 0;         // boundaries used in the fit
-  uint64_t warmup_steps = 0;  // excluded at the start
-  uint64_t last_step = 0;     // the last boundary sampled
-  uint64_t first_live_bytes = 0;
-  uint64_t last_live_bytes = 0;
-  double confidence = 0;
-  bool has_projection = false;
-  uint64_t projected_oom_step = 0;  // the boundary at which the device would be full
-  Api api = Api::kUnknown;
-  MemoryKind memory = MemoryKind::kDevice;
-  bool torch_block = false;
-  int32_t device = 0;
-  uint64_t pid = 0;
-  int64_t rank = -1;
-  std::vector<Frame> stack;
-  bool suppressed = false;
-  std::string suppressed_by;
-};
 
 }  // namespace gpumemshim::analyzer

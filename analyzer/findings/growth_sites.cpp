@@ -5,8 +5,8 @@
 #include <map>
 #include <tuple>
 
-#include "gpumemshim/analyzer/analysis.h"
 #include "findings/leaks.h"
+#include "report/analysis.h"
 #include "report/stack_view.h"
 
 namespace gpumemshim::analyzer {

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "gpumemshim/analyzer/analysis.h"
+#include "report/analysis.h"
 #include "report/stack_view.h"
 
 namespace gpumemshim::analyzer {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "gpumemshim/analyzer/model.h"
+#include "replay/model.h"
 
 namespace gpumemshim::analyzer {
 

@@ -6,32 +6,13 @@
 
 #include <fmt/format.h>
 
-#include "gpumemshim/analyzer/analysis.h"
 #include "findings/leaks.h"
+#include "report/analysis.h"
 #include "findings/peak_sites.h"
 #include "gpumemshim/analyzer/report.h"
 #include "report/stack_view.h"
-#include "findings/timeline.h"
 
 namespace gpumemshim::analyzer {
-
-namespace {
-
-using nlohmann::json;
-
-std::string rank_label(const RankEntry& e) {
-  return e.rank >= 0 ? fmt::format("rank {} (pid {})", e.rank, e.pid) : fmt::format("pid {}", e.pid);
-}
-
-std::string where(const std::vector<Frame>& stack) {
-  if (stack.empty()) return "(no stack recorded)";
-  const Frame& f = stack.front();
-  std::string fn = f.function.empty() ? pc_hex(f.pc) : f.function;
-  if (f.file.empty()) return fn;
-  return f.line ? fmt::format("{} at {}:{}", fn, f.file, f.line) : fmt::format("{} at {}", fn, f.file);
-}
-
-}  // namespace
 
 std::vector<SiteBytes> sites_at_peak(const LoadedTrace& trace, StackView& stacks) {
   // Raw sites first, then merged by symbolized stack and api like the leak groups, so a site has
@@ -109,70 +90,6 @@ Ranks compute_ranks(const Report& report) {
                    [](const SiteDiff& a, const SiteDiff& b) { return a.bytes_diff > b.bytes_diff; });
   if (r.sites.size() > Ranks::kMaxSites) r.sites.resize(Ranks::kMaxSites);
   return r;
-}
-
-json ranks_json(const Report& report) {
-  const Ranks& r = report.ranks;
-  json per_rank = json::array();
-  for (const RankEntry& e : r.per_rank) {
-    json findings = json::array();
-    for (const RankFinding& f : e.findings)
-      findings.push_back({{"kind", f.kind}, {"id", f.id}, {"bytes", f.bytes}});
-    per_rank.push_back({{"rank", e.rank},
-                        {"pid", e.pid},
-                        {"host", e.host},
-                        {"peak_bytes", e.peak_bytes},
-                        {"leaked_bytes", e.leaked_bytes},
-                        {"growth_bytes_per_step", e.growth_bytes_per_step},
-                        {"findings", findings}});
-  }
-  const RankEntry& heavy = r.per_rank.at(r.heaviest);
-  const RankEntry& light = r.per_rank.at(r.lightest);
-  json sites = json::array();
-  for (const SiteDiff& s : r.sites)
-    sites.push_back({{"id", s.id},
-                     {"bytes_diff", s.bytes_diff},
-                     {"heaviest_bytes", s.heaviest_bytes},
-                     {"lightest_bytes", s.lightest_bytes},
-                     {"stack", frames_to_json(s.stack)}});
-  json ratio = light.peak_bytes ? json(static_cast<double>(heavy.peak_bytes) / static_cast<double>(light.peak_bytes))
-                                : json(nullptr);
-  return {{"per_rank", per_rank},
-          {"imbalance",
-           {{"heaviest_rank", heavy.rank},
-            {"heaviest_pid", heavy.pid},
-            {"lightest_rank", light.rank},
-            {"lightest_pid", light.pid},
-            {"peak_bytes_diff", heavy.peak_bytes - light.peak_bytes},
-            {"peak_ratio", ratio},
-            {"sites", sites}}}};
-}
-
-std::string ranks_text(const Report& report) {
-  const Ranks& r = report.ranks;
-  if (!r.present()) return {};
-  std::string out = fmt::format("== ranks: {} processes\n", r.per_rank.size());
-  for (const RankEntry& e : r.per_rank) {
-    out += fmt::format("   {:<22} host {}: peak {}, leaked {}, {} finding{}\n", rank_label(e),
-                       e.host.empty() ? "?" : e.host, human_bytes(e.peak_bytes),
-                       human_bytes(e.leaked_bytes), e.findings.size(), e.findings.size() == 1 ? "" : "s");
-  }
-  const RankEntry& heavy = r.per_rank[r.heaviest];
-  const RankEntry& light = r.per_rank[r.lightest];
-  if (r.heaviest == r.lightest) {
-    out += "   imbalance: none (every rank peaked at the same bytes)\n\n";
-    return out;
-  }
-  std::string ratio = light.peak_bytes ? fmt::format(" ({:.2f}x)", static_cast<double>(heavy.peak_bytes) /
-                                                                     static_cast<double>(light.peak_bytes))
-                                       : "";
-  out += fmt::format("   imbalance: {} peaks {} above {}{}\n", rank_label(heavy),
-                     human_bytes(heavy.peak_bytes - light.peak_bytes), rank_label(light), ratio);
-  for (const SiteDiff& s : r.sites)
-    out += fmt::format("     +{} at {} (site {}: {} vs {} at the peaks)\n", human_bytes(static_cast<uint64_t>(s.bytes_diff)),
-                       where(s.stack), s.id, human_bytes(s.heaviest_bytes), human_bytes(s.lightest_bytes));
-  out += "\n";
-  return out;
 }
 
 }  // namespace gpumemshim::analyzer

@@ -6,23 +6,19 @@
 #include "findings/timeline.h"
 
 #include <algorithm>
-#include <charconv>
-#include <iterator>
 #include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "findings/leaks.h"
+#include "gpumemshim/analyzer/units.h"
 #include "report/stack_view.h"
 
 namespace gpumemshim::analyzer {
 
-using nlohmann::json;
 
 namespace {
-
-constexpr size_t kPeakSites = 20;
 
 std::string_view base_name(std::string_view path) {
   auto slash = path.rfind('/');
@@ -64,33 +60,6 @@ std::string frame_label(const std::vector<Frame>& stack) {
                   : fmt::format("{} {}", base_name(f.file), fn);
   if (!f.module.empty()) return fmt::format("{} ({})", fn, base_name(f.module));
   return fn;
-}
-
-std::string pc_hex(uint64_t pc) {
-  char buf[2 + 16] = {'0', 'x'};
-  auto end = std::to_chars(buf + 2, std::end(buf), pc, 16).ptr;
-  return std::string(buf, end);
-}
-
-// Reports list tens of thousands of frames: each object is filled in place, its keys in the map's
-// (sorted) order so that every insertion lands at the end, rather than from an initializer list
-// (which builds a [key, value] array per member first).
-json frames_to_json(const std::vector<Frame>& frames) {
-  json a = json::array();
-  json::array_t& items = *a.get_ptr<json::array_t*>();
-  items.reserve(frames.size());
-  for (const Frame& f : frames) {
-    json& o = items.emplace_back(json::value_t::object);
-    json::object_t& m = *o.get_ptr<json::object_t*>();
-    m.emplace_hint(m.end(), "file", f.file);
-    m.emplace_hint(m.end(), "function", f.function);
-    m.emplace_hint(m.end(), "inlined", f.inlined);
-    m.emplace_hint(m.end(), "line", f.line);
-    m.emplace_hint(m.end(), "module", f.module);
-    m.emplace_hint(m.end(), "pc", pc_hex(f.pc));
-    m.emplace_hint(m.end(), "python", f.python);
-  }
-  return a;
 }
 
 namespace {
@@ -242,49 +211,6 @@ Timeline build_timeline(const LoadedTrace& trace, size_t max_samples, size_t top
     return raw < cs.of_raw.size() && cs.of_raw[raw] != UINT32_MAX ? top_of[cs.of_raw[raw]] : -1;
   });
   return tl;
-}
-
-json timeline_json(const Timeline& tl) {
-  json sites = json::array();
-  for (const TimelineSite& s : tl.sites)
-    sites.push_back({{"id", s.id}, {"label", s.label}, {"peak_bytes", s.peak_bytes},
-                     {"stack", frames_to_json(s.stack)}});
-  json samples = json::array();
-  for (const TimelineSample& s : tl.samples) {
-    json by_site = json::object();
-    for (size_t i = 0; i < tl.sites.size(); ++i)
-      if (s.sites[i]) by_site[tl.sites[i].id] = s.sites[i];
-    if (s.sites.back()) by_site["other"] = s.sites.back();
-    json o = {{"t_s", static_cast<double>(s.time_ns) / 1e9}, {"live_bytes", s.live_bytes}};
-    if (tl.has_torch) {
-      o["reserved_bytes"] = s.reserved_bytes;
-      o["allocated_bytes"] = s.allocated_bytes;
-    }
-    o["sites"] = std::move(by_site);
-    samples.push_back(std::move(o));
-  }
-  json steps = json::array();
-  for (uint64_t t : tl.steps_ns) steps.push_back(static_cast<double>(t) / 1e9);
-  json at_peak = json::array();
-  for (const PeakSite& p : tl.at_peak) {
-    if (at_peak.size() == kPeakSites) break;
-    const TimelineSite& s = tl.all_sites[p.site];
-    at_peak.push_back({{"id", s.id}, {"label", s.label}, {"bytes", p.bytes}, {"stack", frames_to_json(s.stack)}});
-  }
-  return {{"samples", std::move(samples)},
-          {"sites", std::move(sites)},
-          {"steps", std::move(steps)},
-          {"peak", {{"t_s", static_cast<double>(tl.peak_time_ns) / 1e9},
-                    {"live_bytes", tl.peak_bytes},
-                    {"sites", std::move(at_peak)}}}};
-}
-
-void add_timelines(json& report, const std::vector<std::string>& paths) {
-  json& processes = report["processes"];
-  for (size_t i = 0; i < paths.size() && i < processes.size(); ++i) {
-    LoadedTrace trace = load_trace(paths[i]);
-    processes[i]["timeline"] = timeline_json(build_timeline(trace));
-  }
 }
 
 }  // namespace gpumemshim::analyzer

@@ -1,13 +1,14 @@
-#include "render/diff.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
-#include "render/ci_findings.h"
-#include "gpumemshim/analyzer/report.h"
+#include "gpumemshim/analyzer/render.h"
+#include "gpumemshim/analyzer/units.h"
+#include "render/json_parts.h"
+#include "render/sites.h"
 
 namespace gpumemshim::analyzer {
 
@@ -15,48 +16,44 @@ using nlohmann::json;
 
 namespace {
 
-struct SiteBytes {
+// Bytes per site id, with the stack of its first entry.
+struct SiteTotal {
   uint64_t bytes = 0;
-  json stack = json::array();
+  std::vector<Frame> stack;
 };
-using SiteMap = std::map<std::string, SiteBytes>;
+using SiteMap = std::map<std::string, SiteTotal>;
 
-uint64_t summary_value(const json& report, const char* key) {
-  const json& s = report.contains("summary") ? report["summary"] : json::object();
-  return s.is_object() && s.contains(key) && s[key].is_number_unsigned() ? s[key].get<uint64_t>() : 0;
+void add_site(SiteMap& sites, const std::string& id, uint64_t bytes, const std::vector<Frame>& stack) {
+  SiteTotal& s = sites[id];
+  s.bytes += bytes;
+  if (s.stack.empty()) s.stack = stack;
 }
 
 // Leak sites that count in leaked_bytes: kind "leak", not suppressed.
-SiteMap leak_sites(const json& report) {
+SiteMap leak_sites(const Report& report) {
   SiteMap out;
-  for (const json& l : report.value("leaks", json::array())) {
-    if (l.value("kind", std::string("leak")) != "leak" || l.value("suppressed", false)) continue;
-    SiteBytes& s = out[l.value("id", std::string())];
-    s.bytes += l.value("bytes", uint64_t{0});
-    if (s.stack.empty()) s.stack = l.value("stack", json::array());
-  }
+  for (const SiteGroup* g : all_leaks(report, /*include_suppressed=*/false)) add_site(out, g->id, g->bytes, g->stack);
   return out;
 }
 
-// Bytes per site at each process's peak, summed over processes; nullopt without timelines.
-std::optional<SiteMap> peak_sites(const json& report) {
+// Bytes per site at each process's peak (the sites the reports list), summed over processes;
+// nullopt without timelines.
+std::optional<SiteMap> peak_sites(const Report& report) {
   SiteMap out;
-  const json processes = report.value("processes", json::array());
-  if (processes.empty()) return std::nullopt;
-  for (const json& p : processes) {
-    auto tl = p.find("timeline");
-    if (tl == p.end() || !tl->is_object() || !tl->contains("peak")) return std::nullopt;
-    for (const json& s : (*tl)["peak"].value("sites", json::array())) {
-      SiteBytes& b = out[s.value("id", std::string())];
-      b.bytes += s.value("bytes", uint64_t{0});
-      if (b.stack.empty()) b.stack = s.value("stack", json::array());
+  if (report.processes.empty()) return std::nullopt;
+  for (const ProcessReport& p : report.processes) {
+    if (!p.timeline) return std::nullopt;
+    const Timeline& tl = *p.timeline;
+    for (size_t i = 0; i < tl.at_peak.size() && i < kReportedPeakSites; ++i) {
+      const TimelineSite& s = tl.all_sites[tl.at_peak[i].site];
+      add_site(out, s.id, tl.at_peak[i].bytes, s.stack);
     }
   }
   return out;
 }
 
 void compare(const SiteMap& base, const SiteMap& next, const char* what, ReportDiff& d) {
-  auto change = [&](const std::string& id, uint64_t b, uint64_t n, const json& stack) {
+  auto change = [&](const std::string& id, uint64_t b, uint64_t n, const std::vector<Frame>& stack) {
     if (b == n) return;
     SiteChange c{id, what, b, n, site_label(stack), stack};
     (n > b ? d.worse : d.better).push_back(std::move(c));
@@ -71,9 +68,9 @@ void compare(const SiteMap& base, const SiteMap& next, const char* what, ReportD
     if (!next.count(id)) change(id, b.bytes, 0, b.stack);
 }
 
-std::vector<std::string> traces_of(const json& report) {
+std::vector<std::string> traces_of(const Report& report) {
   std::vector<std::string> out;
-  for (const json& p : report.value("processes", json::array())) out.push_back(p.value("trace", std::string()));
+  for (const ProcessReport& p : report.processes) out.push_back(p.trace);
   return out;
 }
 
@@ -88,7 +85,7 @@ std::string pct_text(uint64_t base, uint64_t next) {
 
 json site_json(const SiteChange& c) {
   return {{"id", c.id}, {"what", c.what}, {"base_bytes", c.base_bytes}, {"new_bytes", c.new_bytes},
-          {"delta_bytes", c.delta()}, {"label", c.label}, {"stack", c.stack}};
+          {"delta_bytes", c.delta()}, {"label", c.label}, {"stack", frames_to_json(c.stack)}};
 }
 
 json pct_json(uint64_t base, uint64_t next) {
@@ -111,14 +108,14 @@ bool is_regression(const ReportDiff& d, double pct) {
   return grew(d.base_peak, d.new_peak) || grew(d.base_leaked, d.new_leaked) || d.new_leak_sites > 0;
 }
 
-ReportDiff diff_reports(const json& base, const json& next) {
+ReportDiff diff_reports(const Report& base, const Report& next) {
   ReportDiff d;
   d.base_traces = traces_of(base);
   d.new_traces = traces_of(next);
-  d.base_peak = summary_value(base, "peak_bytes");
-  d.new_peak = summary_value(next, "peak_bytes");
-  d.base_leaked = summary_value(base, "leaked_bytes");
-  d.new_leaked = summary_value(next, "leaked_bytes");
+  d.base_peak = base.summary.peak_bytes;
+  d.new_peak = next.summary.peak_bytes;
+  d.base_leaked = base.summary.leaked_bytes;
+  d.new_leaked = next.summary.leaked_bytes;
   compare(leak_sites(base), leak_sites(next), "leak", d);
   std::optional<SiteMap> base_peak = peak_sites(base), next_peak = peak_sites(next);
   d.peak_sites_known = base_peak && next_peak;

@@ -1,11 +1,11 @@
-#include "render/export_chrome.h"
+#include "gpumemshim/analyzer/render.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "replay/load.h"
-#include "gpumemshim/analyzer/report.h"
+#include "gpumemshim/analyzer/units.h"
 #include "report/stack_view.h"
 #include "findings/timeline.h"
 

@@ -4,7 +4,7 @@
 //                  "frames", "blocks": [{"address", "size", "requested_size", "state", "frames"}]}],
 //    "device_traces": [[{"action", "addr", "size", "stream", "time_us", "frames"}, ...] per device]}
 // Frames are {"filename", "line", "name"}, innermost first.
-#include "render/export_memviz.h"
+#include "gpumemshim/analyzer/render.h"
 
 #include <algorithm>
 #include <cstdio>

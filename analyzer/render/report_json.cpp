@@ -1,9 +1,8 @@
-#include <algorithm>
-
 #include <fmt/format.h>
 
-#include "gpumemshim/analyzer/report.h"
-#include "findings/timeline.h"
+#include "gpumemshim/analyzer/render.h"
+#include "render/json_parts.h"
+#include "render/sites.h"
 
 namespace gpumemshim::analyzer {
 
@@ -41,6 +40,14 @@ json by_api_json(const std::vector<const TraceStats*>& all) {
   return o;
 }
 
+// Findings a suppression silenced keep their place in the report, flagged.
+template <typename Finding>
+void mark_suppressed(json& o, const Finding& f) {
+  if (!f.suppressed) return;
+  o["suppressed"] = true;
+  o["suppressed_by"] = f.suppressed_by;
+}
+
 json summary_json(const Summary& s) {
   return {{"allocations", s.allocations},
           {"frees", s.frees},
@@ -73,9 +80,8 @@ json group_json(const SiteGroup& g) {
             {"reason", g.reason},
             {"bytes", g.bytes},
             {"count", g.count},
-            {"api", g.torch_block ? std::string("torch.alloc") : std::string(format::api_name(g.api))},
-            {"memory", g.torch_block ? std::string("torch_block")
-                                     : std::string(format::memory_kind_name(g.memory))},
+            {"api", api_label(g.torch_block, g.api)},
+            {"memory", memory_label(g.torch_block, g.memory)},
             {"device", g.device},
             {"pid", g.pid},
             {"rank", g.rank},
@@ -83,10 +89,7 @@ json group_json(const SiteGroup& g) {
             {"stack", frames_to_json(g.stack)}};
   if (!g.region.empty()) o["region"] = g.region;
   if (!g.owner.empty()) o["owner"] = g.owner;
-  if (g.suppressed) {
-    o["suppressed"] = true;
-    o["suppressed_by"] = g.suppressed_by;
-  }
+  mark_suppressed(o, g);
   return o;
 }
 
@@ -105,9 +108,8 @@ json growth_json(const Growth& g) {
             {"device", g.device},
             {"pid", g.pid},
             {"rank", g.rank},
-            {"api", g.torch_block ? std::string("torch.alloc") : std::string(format::api_name(g.api))},
-            {"memory", g.torch_block ? std::string("torch_block")
-                                     : std::string(format::memory_kind_name(g.memory))},
+            {"api", api_label(g.torch_block, g.api)},
+            {"memory", memory_label(g.torch_block, g.memory)},
             {"stack", frames_to_json(g.stack)}};
   if (g.has_projection && !by_time) o["projected_oom_step"] = g.projected_oom_step;
   if (by_time) {
@@ -115,10 +117,7 @@ json growth_json(const Growth& g) {
     o["projected_oom_time_s"] =
         g.has_projection ? json(static_cast<double>(g.projected_oom_step) * g.bucket_s) : json();
   }
-  if (g.suppressed) {
-    o["suppressed"] = true;
-    o["suppressed_by"] = g.suppressed_by;
-  }
+  mark_suppressed(o, g);
   return o;
 }
 
@@ -136,10 +135,7 @@ json fragmentation_json(const DeviceFragmentation& d) {
               {"enough_total_free", o.enough_total_free},
               {"source", o.torch ? "torch" : "runtime"},
               {"stack", frames_to_json(o.stack)}};
-    if (o.suppressed) {
-      e["suppressed"] = true;
-      e["suppressed_by"] = o.suppressed_by;
-    }
+    mark_suppressed(e, o);
     ooms.push_back(std::move(e));
   }
   return {{"pid", d.pid},
@@ -168,7 +164,7 @@ json process_json(const ProcessReport& p) {
   for (const auto& [k, v] : p.attributes) attributes[k] = v;
   json process_summary = summary_json(p.summary);
   process_summary["by_api"] = by_api_json({&p.stats});
-  return {{"pid", p.info.pid},
+  json o = {{"pid", p.info.pid},
           {"ppid", p.info.ppid},
           {"rank", p.info.rank},
           {"host", p.info.host},
@@ -185,6 +181,34 @@ json process_json(const ProcessReport& p) {
           {"summary", std::move(process_summary)},
           {"devices", std::move(devices)},
           {"attributes", std::move(attributes)}};
+  if (p.timeline) o["timeline"] = timeline_json(*p.timeline);
+  return o;
+}
+
+json failure_json(const Failure& f) {
+  json o = {{"api", std::string(format::api_name(f.event.api))},
+            {"memory", std::string(format::memory_kind_name(f.event.kind))},
+            {"size", f.event.size},
+            {"error", f.event.error},
+            {"device", f.event.device},
+            {"pid", f.pid},
+            {"thread", f.event.thread_id},
+            {"time_s", static_cast<double>(f.event.time_ns) / 1e9},
+            {"live_device_bytes", f.event.live_device_bytes},
+            {"stack", frames_to_json(f.stack)}};
+  if (f.event.has_meminfo) {
+    o["device_free_bytes"] = f.event.meminfo_free;
+    o["device_total_bytes"] = f.event.meminfo_total;
+  }
+  return o;
+}
+
+json suppressions_json(const std::vector<Suppression>& used) {
+  json s = json::array();
+  for (const Suppression& e : used)
+    s.push_back({{"kind", e.type}, {"pattern", e.pattern}, {"source", e.source}, {"leaks", e.hit_count},
+                 {"bytes", e.hit_bytes}});
+  return s;
 }
 
 // Every process's markers (each in time order, times relative to its own start), at most
@@ -215,43 +239,23 @@ json markers_json(const Report& report, bool& truncated) {
 
 json report_json(const Report& report) {
   json processes = json::array();
-  json leaks = json::array();
   json failures = json::array();
   json address_space = json::array();
-  json growth = json::array();
   json per_device = json::array();
   json recommendations = json::array();
-  std::vector<const Growth*> all_growth;
   for (const ProcessReport& p : report.processes) {
     processes.push_back(process_json(p));
-    for (const Failure& f : p.failures) {
-      json o = {{"api", std::string(format::api_name(f.event.api))},
-                {"memory", std::string(format::memory_kind_name(f.event.kind))},
-                {"size", f.event.size},
-                {"error", f.event.error},
-                {"device", f.event.device},
-                {"pid", f.pid},
-                {"thread", f.event.thread_id},
-                {"time_s", static_cast<double>(f.event.time_ns) / 1e9},
-                {"live_device_bytes", f.event.live_device_bytes},
-                {"stack", frames_to_json(f.stack)}};
-      if (f.event.has_meminfo) {
-        o["device_free_bytes"] = f.event.meminfo_free;
-        o["device_total_bytes"] = f.event.meminfo_total;
-      }
-      failures.push_back(std::move(o));
-    }
+    for (const Failure& f : p.failures) failures.push_back(failure_json(f));
     for (const SiteGroup& g : p.address_space) address_space.push_back(group_json(g));
-    for (const Growth& g : p.growth) all_growth.push_back(&g);
     for (const DeviceFragmentation& d : p.fragmentation) per_device.push_back(fragmentation_json(d));
     for (const Advice& a : p.advice)
       recommendations.push_back({{"id", a.id}, {"title", a.title}, {"action", a.action},
                                  {"finding", a.finding}, {"evidence", a.evidence}, {"pid", p.info.pid}});
   }
+  json leaks = json::array();
   for (const SiteGroup* g : all_leaks(report, /*include_suppressed=*/true)) leaks.push_back(group_json(*g));
-  std::stable_sort(all_growth.begin(), all_growth.end(),
-                   [](const Growth* a, const Growth* b) { return a->bytes_per_step > b->bytes_per_step; });
-  for (const Growth* g : all_growth) growth.push_back(growth_json(*g));
+  json growth = json::array();
+  for (const Growth* g : all_growth(report)) growth.push_back(growth_json(*g));
   json summary = summary_json(report.summary);
   std::vector<const TraceStats*> all_stats;
   for (const ProcessReport& p : report.processes) all_stats.push_back(&p.stats);
@@ -266,17 +270,11 @@ json report_json(const Report& report) {
               {"growth", std::move(growth)},
               {"fragmentation", {{"per_device", std::move(per_device)}}},
               {"recommendations", std::move(recommendations)}};
-  if (report.ranks.present()) out["ranks"] = ranks_json(report);
+  if (report.ranks.present()) out["ranks"] = ranks_json(report.ranks);
   bool markers_truncated = false;
   out["markers"] = markers_json(report, markers_truncated);
   if (markers_truncated) out["markers_truncated"] = true;
-  if (!report.suppressions_used.empty()) {
-    json s = json::array();
-    for (const Suppression& e : report.suppressions_used)
-      s.push_back({{"kind", e.type}, {"pattern", e.pattern}, {"source", e.source}, {"leaks", e.hit_count},
-                   {"bytes", e.hit_bytes}});
-    out["suppressions"] = std::move(s);
-  }
+  if (!report.suppressions_used.empty()) out["suppressions"] = suppressions_json(report.suppressions_used);
   return out;
 }
 

@@ -1,8 +1,12 @@
-#include "render/report_sarif.h"
-
+// `check --sarif FILE`: GitHub code scanning and other static-analysis viewers read SARIF 2.1.0.
 #include <array>
 
 #include <fmt/format.h>
+
+#include "gpumemshim/analyzer/render.h"
+#include "render/ci_findings.h"
+#include "render/escape.h"
+#include "render/sites.h"
 
 namespace gpumemshim::analyzer {
 
@@ -10,13 +14,15 @@ using nlohmann::json;
 
 namespace {
 
+constexpr const char* kSarifSchema = "https://json.schemastore.org/sarif-2.1.0.json";
+
 struct Rule {
   const char* kind;
   const char* name;
   const char* description;
 };
 
-// Every finding kind (DESIGN.md §8) has a rule, used or not, so rule indices stay stable.
+// Every finding kind has a rule, used or not, so rule indices stay stable.
 constexpr std::array<Rule, 7> kRules{{
     {"leak", "GpuMemoryLeak", "GPU memory allocated and never freed (a leak per DESIGN.md §8)."},
     {"cached", "CachedGpuMemory", "GPU memory held by a caching allocator's cache at exit: not a leak."},
@@ -43,21 +49,18 @@ std::string level(const Finding& f) {
 
 // A stack frame as a SARIF location: a physical location when the frame has a file, and always a
 // logical one (the function) and a message naming the frame.
-json frame_location(const json& frame) {
+json frame_location(const Frame& frame) {
   json loc = json::object();
-  std::string file = frame.value("file", std::string());
-  uint64_t line = frame.value("line", uint64_t{0});
-  if (!file.empty()) {
+  if (!frame.file.empty()) {
     json region = json::object();
-    if (line > 0) region["startLine"] = line;
-    loc["physicalLocation"] = {{"artifactLocation", {{"uri", file_uri(file)}}}};
+    if (frame.line > 0) region["startLine"] = frame.line;
+    loc["physicalLocation"] = {{"artifactLocation", {{"uri", file_uri(frame.file)}}}};
     if (!region.empty()) loc["physicalLocation"]["region"] = region;
   }
-  std::string fn = frame.value("function", std::string());
-  if (!fn.empty()) loc["logicalLocations"] = json::array({{{"fullyQualifiedName", fn}, {"kind", "function"}}});
-  std::string text = fn.empty() ? frame.value("pc", std::string("??")) : fn;
-  std::string module = frame.value("module", std::string());
-  if (!module.empty()) text += " (" + module + ")";
+  if (!frame.function.empty())
+    loc["logicalLocations"] = json::array({{{"fullyQualifiedName", frame.function}, {"kind", "function"}}});
+  std::string text = function_or_pc(frame);
+  if (!frame.module.empty()) text += " (" + frame.module + ")";
   loc["message"] = {{"text", text}};
   return loc;
 }
@@ -72,12 +75,12 @@ json result(const Finding& f) {
             {"properties", {{"bytes", f.bytes}, {"kind", f.rule}, {"title", f.title}}}};
   if (!f.id.empty()) r["partialFingerprints"] = {{"gpumemshimSite/v1", f.rule + ":" + f.id}};
   // locations[0]: the innermost user frame; without one, the innermost frame (or none at all).
-  const json* top = user_frame(f.stack);
-  if (!top && f.stack.is_array() && !f.stack.empty()) top = &f.stack[0];
+  const Frame* top = user_frame(f.stack);
+  if (!top && !f.stack.empty()) top = &f.stack[0];
   r["locations"] = top ? json::array({frame_location(*top)}) : json::array();
-  if (f.stack.is_array() && !f.stack.empty()) {
+  if (!f.stack.empty()) {
     json steps = json::array();
-    for (const json& frame : f.stack) steps.push_back({{"location", frame_location(frame)}});
+    for (const Frame& frame : f.stack) steps.push_back({{"location", frame_location(frame)}});
     r["codeFlows"] = json::array(
         {{{"message", {{"text", "allocation stack, innermost frame first"}}},
           {"threadFlows", json::array({{{"locations", steps}}})}}});
@@ -89,17 +92,7 @@ json result(const Finding& f) {
 
 }  // namespace
 
-std::string file_uri(const std::string& path) {
-  std::string out = path.starts_with("/") ? "file://" : "";
-  for (unsigned char c : path) {
-    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '/' || c == '-' || c == '_' || c == '.' || c == '~';
-    out += plain ? std::string(1, static_cast<char>(c)) : fmt::format("%{:02X}", c);
-  }
-  return out;
-}
-
-json report_sarif(const json& report, const FailPolicy& policy) {
+json report_sarif(const Report& report, const FailPolicy& policy) {
   json rules = json::array();
   for (const Rule& rule : kRules)
     rules.push_back({{"id", std::string("gpumemshim/") + rule.kind},
@@ -109,9 +102,9 @@ json report_sarif(const json& report, const FailPolicy& policy) {
   json results = json::array();
   for (const Finding& f : ci_findings(report, policy)) results.push_back(result(f));
   json artifacts = json::array();
-  for (const json& p : report.value("processes", json::array()))
-    artifacts.push_back({{"location", {{"uri", file_uri(p.value("trace", std::string()))}}},
-                         {"description", {{"text", "gpumemshim trace of pid " + std::to_string(p.value("pid", uint64_t{0}))}}}});
+  for (const ProcessReport& p : report.processes)
+    artifacts.push_back({{"location", {{"uri", file_uri(p.trace)}}},
+                         {"description", {{"text", "gpumemshim trace of pid " + std::to_string(p.info.pid)}}}});
   json run = {{"tool", {{"driver", {{"name", "gpumemshim"},
                                     {"version", GPUMEMSHIM_VERSION_STRING},
                                     {"rules", rules}}}}},

@@ -1,7 +1,9 @@
 // Text report, in the spirit of LeakSanitizer / heaptrack: greppable lines, exact bytes.
 #include <fmt/format.h>
 
-#include "gpumemshim/analyzer/report.h"
+#include "gpumemshim/analyzer/render.h"
+#include "gpumemshim/analyzer/units.h"
+#include "render/sites.h"
 
 namespace gpumemshim::analyzer {
 
@@ -20,7 +22,7 @@ void frames_text(std::string& out, const std::vector<Frame>& frames) {
     const Frame& f = frames[i];
     std::string where;
     if (!f.file.empty()) where = f.line ? fmt::format(" at {}:{}", f.file, f.line) : fmt::format(" at {}", f.file);
-    std::string fn = f.function.empty() ? fmt::format("{:#x}", f.pc) : f.function;
+    std::string fn = function_or_pc(f);
     std::string mod = f.module.empty() ? "" : fmt::format(" ({}+{:#x})", f.module, f.module_offset);
     if (!f.file.empty() && !f.module.empty()) mod = fmt::format(" ({})", f.module);
     out += fmt::format("  #{} {}{}{}{}\n", i, fn, where, mod, f.inlined ? " [inlined]" : "");
@@ -42,7 +44,7 @@ void growth_text(std::string& out, const Growth& g) {
                      g.suppressed ? "SUPPRESSED GROWTH" : "GROWTH", bytes_str(static_cast<uint64_t>(g.bytes_per_step)),
                      steps ? "step" : fmt::format("{:.3f} s", g.bucket_s), g.steps, steps ? "steps" : "time buckets",
                      g.warmup_steps, g.confidence, bytes_str(g.first_live_bytes), bytes_str(g.last_live_bytes),
-                     projection, g.torch_block ? std::string_view("torch.alloc") : format::api_name(g.api), g.pid,
+                     projection, api_label(g.torch_block, g.api), g.pid,
                      g.id, g.suppressed ? fmt::format(" (suppressed by '{}')", g.suppressed_by) : "");
   frames_text(out, g.stack);
   out += "\n";
@@ -76,8 +78,7 @@ void fragmentation_text(std::string& out, const DeviceFragmentation& d) {
 void group_text(std::string& out, const SiteGroup& g, const char* label) {
   out += fmt::format("{} {} in {} allocation{} via {} [{}, {}] pid {} id {}{}\n", label,
                      bytes_str(g.bytes), g.count, g.count == 1 ? "" : "s",
-                     g.torch_block ? std::string_view("torch.alloc") : format::api_name(g.api),
-                     g.torch_block ? std::string_view("torch_block") : format::memory_kind_name(g.memory),
+                     api_label(g.torch_block, g.api), memory_label(g.torch_block, g.memory),
                      device_str(g.device), g.pid, g.id + (g.owner.empty() ? "" : " owner " + g.owner),
                      g.suppressed ? fmt::format(" (suppressed by '{}')", g.suppressed_by) : "");
   if (!g.reason.empty()) out += fmt::format("  ({})\n", g.reason);
@@ -116,6 +117,38 @@ void suppressions_text(std::string& out, const Report& report) {
   for (const Suppression& s : report.suppressions_used)
     if (s.hit_count) out += fmt::format("  {:>5} {:>10} {}\n", s.hit_count, s.hit_bytes, s.pattern);
   out += "\n";
+}
+
+
+std::string rank_label(const RankEntry& e) {
+  return e.rank >= 0 ? fmt::format("rank {} (pid {})", e.rank, e.pid) : fmt::format("pid {}", e.pid);
+}
+
+std::string ranks_text(const Ranks& r) {
+  if (!r.present()) return {};
+  std::string out = fmt::format("== ranks: {} processes\n", r.per_rank.size());
+  for (const RankEntry& e : r.per_rank) {
+    out += fmt::format("   {:<22} host {}: peak {}, leaked {}, {}\n", rank_label(e),
+                       e.host.empty() ? "?" : e.host, human_bytes(e.peak_bytes),
+                       human_bytes(e.leaked_bytes), plural(e.findings.size(), "finding"));
+  }
+  const RankEntry& heavy = r.per_rank[r.heaviest];
+  const RankEntry& light = r.per_rank[r.lightest];
+  if (r.heaviest == r.lightest) {
+    out += "   imbalance: none (every rank peaked at the same bytes)\n\n";
+    return out;
+  }
+  std::string ratio = light.peak_bytes ? fmt::format(" ({:.2f}x)", static_cast<double>(heavy.peak_bytes) /
+                                                                     static_cast<double>(light.peak_bytes))
+                                       : "";
+  out += fmt::format("   imbalance: {} peaks {} above {}{}\n", rank_label(heavy),
+                     human_bytes(heavy.peak_bytes - light.peak_bytes), rank_label(light), ratio);
+  for (const SiteDiff& s : r.sites)
+    out += fmt::format("     +{} at {} (site {}: {} vs {} at the peaks)\n", human_bytes(static_cast<uint64_t>(s.bytes_diff)),
+                       s.stack.empty() ? std::string("(no stack recorded)") : frame_at(s.stack.front(), false),
+                       s.id, human_bytes(s.heaviest_bytes), human_bytes(s.lightest_bytes));
+  out += "\n";
+  return out;
 }
 
 }  // namespace
@@ -173,7 +206,7 @@ std::string report_text(const Report& report) {
     summary_text(out, report.summary, "   ");
     out += "\n";
   }
-  out += ranks_text(report);
+  out += ranks_text(report.ranks);
   suppressions_text(out, report);
   out += fmt::format("SUMMARY: gpumemshim: {} leaked in {} allocation{}.\n",
                      bytes_str(report.summary.leaked_bytes), report.summary.leaked_allocations,

@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 
-#include "gpumemshim/analyzer/report.h"
+#include "gpumemshim/analyzer/render.h"
+#include "gpumemshim/analyzer/units.h"
+#include "replay/load.h"
 
 namespace gpumemshim::analyzer {
 
@@ -28,9 +30,10 @@ const char* type_name(uint8_t t) {
 }
 }  // namespace
 
-std::string stats_text(const std::vector<LoadedTrace>& traces) {
+std::string stats_text(const std::vector<std::string>& paths) {
   std::string out;
-  for (const LoadedTrace& t : traces) {
+  for (const std::string& path : paths) {
+    const LoadedTrace t = load_trace(path);
     const TraceStats& s = t.stats;
     uint64_t events = s.events();
     out += fmt::format("trace {}\n", t.path);

@@ -7,8 +7,8 @@
 
 #include "findings/backward_attribution.h"
 #include "gpumemshim/analyzer/errors.h"
-#include "gpumemshim/analyzer/model.h"
 #include "gpumemshim/format/trace_reader.h"
+#include "replay/model.h"
 #include "replay/replay.h"
 
 namespace gpumemshim::analyzer {

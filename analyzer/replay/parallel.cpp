@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "gpumemshim/analyzer/report.h"
+#include "gpumemshim/analyzer/units.h"
 
 namespace gpumemshim::analyzer {
 

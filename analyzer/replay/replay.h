@@ -12,7 +12,7 @@
 #include "findings/peaks.h"
 #include "findings/regions.h"
 #include "findings/timeline_tracker.h"
-#include "gpumemshim/analyzer/model.h"
+#include "replay/model.h"
 #include "gpumemshim/format/records.h"
 
 namespace gpumemshim::analyzer {

@@ -3,13 +3,15 @@
 #include <optional>
 #include <string_view>
 
-#include "gpumemshim/analyzer/analysis.h"
 #include "findings/advice.h"
 #include "findings/fragmentation.h"
 #include "findings/growth_sites.h"
 #include "findings/leaks.h"
-#include "report/stack_view.h"
+#include "findings/ranks.h"
+#include "findings/timeline.h"
 #include "replay/parallel.h"
+#include "report/analysis.h"
+#include "report/stack_view.h"
 
 namespace gpumemshim::analyzer {
 
@@ -112,7 +114,7 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   group_survivors(trace, stacks, p.leaks, p.address_space);
   p.peak_sites = sites_at_peak(trace, stacks);
   for (SiteGroup& g : p.leaks) g.rank = trace.process.rank;
-  // Kinds and reasons are decided in group_survivors (DESIGN §8); only "leak" counts as leaked.
+  // Kinds and reasons are decided in group_survivors; only "leak" counts as leaked.
   // A suppression applies to the finding kind its prefix names (leak:, retained:).
   for (SiteGroup& g : p.leaks) {
     if (g.kind == "cached") {
@@ -144,6 +146,8 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   p.peak_time_ns = trace.replay.peaks().time_ns();
   p.torch_peak_time_ns = trace.replay.peaks().torch_time_ns();
   p.advice = advise(p);
+  if (options.timelines)
+    p.timeline = build_timeline(trace, kMaxTimelineSamples, kTimelineTopSites, &stacks);
   return p;
 }
 
@@ -162,10 +166,8 @@ Report analyze(const std::vector<std::string>& paths, const AnalyzeOptions& opti
   parallel_for(paths.size(), options.jobs, [&](size_t i) {
     if (options.suppressions) suppressions[i] = *options.suppressions;
     LoadedTrace trace = load_trace(paths[i], {}, replay_thread);
-    StackView stacks(trace, options.max_frames);  // symbolized once for the analysis and with_trace
     report.processes[i] =
-        analyze_trace(trace, options, options.suppressions ? &suppressions[i] : nullptr, &stacks);
-    if (options.with_trace) options.with_trace(i, trace, stacks);
+        analyze_trace(trace, options, options.suppressions ? &suppressions[i] : nullptr);
     progress.add_bytes(trace.stats.file_bytes);
     progress.trace_done();
   });
@@ -191,6 +193,15 @@ std::vector<const SiteGroup*> all_leaks(const Report& report, bool include_suppr
       if (include_suppressed || (!g.suppressed && g.kind == "leak")) out.push_back(&g);
   std::stable_sort(out.begin(), out.end(),
                    [](const SiteGroup* a, const SiteGroup* b) { return a->bytes > b->bytes; });
+  return out;
+}
+
+std::vector<const Growth*> all_growth(const Report& report) {
+  std::vector<const Growth*> out;
+  for (const ProcessReport& p : report.processes)
+    for (const Growth& g : p.growth) out.push_back(&g);
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Growth* a, const Growth* b) { return a->bytes_per_step > b->bytes_per_step; });
   return out;
 }
 

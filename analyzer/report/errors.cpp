@@ -1,6 +1,6 @@
 #include "gpumemshim/analyzer/errors.h"
 
-#include "gpumemshim/analyzer/model.h"
+#include "replay/model.h"
 
 namespace gpumemshim::analyzer {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "replay/load.h"
-#include "gpumemshim/analyzer/model.h"
-#include "gpumemshim/analyzer/symbolizer.h"
+#include "replay/model.h"
+#include "symbolize/symbolizer.h"
 
 namespace gpumemshim::analyzer {
 

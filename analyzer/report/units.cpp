@@ -1,6 +1,9 @@
-#include <fmt/format.h>
+#include "gpumemshim/analyzer/units.h"
 
-#include "gpumemshim/analyzer/report.h"
+#include <charconv>
+#include <iterator>
+
+#include <fmt/format.h>
 
 namespace gpumemshim::analyzer {
 
@@ -14,6 +17,13 @@ std::string human_bytes(uint64_t bytes) {
     ++u;
   }
   return fmt::format("{:.2f} {}", v, kUnits[u]);
+}
+
+// to_chars rather than fmt: reports write a pc for each of tens of thousands of frames.
+std::string pc_hex(uint64_t pc) {
+  char buf[2 + 16] = {'0', 'x'};
+  auto end = std::to_chars(buf + 2, std::end(buf), pc, 16).ptr;
+  return std::string(buf, end);
 }
 
 }  // namespace gpumemshim::analyzer

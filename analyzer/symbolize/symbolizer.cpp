@@ -16,7 +16,7 @@
 //  * Inlined frames follow eu-addr2line -i: dwarf_getscopes finds the innermost scope,
 //    dwarf_getscopes_die gives its lexical chain, and each DW_TAG_inlined_subroutine's
 //    DW_AT_call_file/DW_AT_call_line becomes the location of the next outer frame.
-#include "gpumemshim/analyzer/symbolizer.h"
+#include "symbolize/symbolizer.h"
 
 #include <cxxabi.h>
 #include <dwarf.h>

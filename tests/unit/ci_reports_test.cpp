@@ -1,56 +1,72 @@
-// JUnit and SARIF writers on report JSON with every documented finding kind (docs/report-json.md),
-// including the ones no fake-CUDA scenario produces yet.
+// JUnit and SARIF writers on a typed report with every finding kind, including the ones no
+// fake-CUDA scenario produces yet.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "gpumemshim/analyzer/render.h"
 #include "render/ci_findings.h"
-#include "render/report_junit.h"
-#include "render/report_sarif.h"
+#include "render/escape.h"
 
 namespace an = gpumemshim::analyzer;
 using nlohmann::json;
 
 namespace {
 
-json frame(const std::string& fn, const std::string& file, int line) {
-  return {{"function", fn}, {"file", file}, {"line", line}, {"module", "/bin/app"},
-          {"python", false}, {"inlined", false}, {"pc", "0x10"}};
+an::Frame frame(const std::string& fn, const std::string& file, uint32_t line) {
+  return an::Frame{fn, file, line, "/bin/app", 0x10, 0, false, false};
 }
 
-json report() {
-  json no_file = {{"function", "cudaMalloc"}, {"file", ""}, {"line", 0}, {"module", "libcudart.so"},
-                  {"python", false}, {"inlined", false}, {"pc", "0x99"}};
-  return {
-      {"schema", "gpumemshim-report/1"},
-      {"summary", {{"leaked_bytes", 4096}, {"peak_bytes", 1 << 20}}},
-      {"processes", json::array({{{"pid", 7}, {"trace", "/t/a b.trace"}, {"duration_s", 1.5}, {"host", "h"}}})},
-      {"leaks", json::array({
-           {{"id", "aaa"}, {"kind", "leak"}, {"reason", "alive at exit in a trace without step markers"},
-            {"bytes", 4096}, {"count", 2}, {"api", "cudaMalloc"},
-            {"stack", json::array({no_file, frame("make", "/src/app.cpp", 12), frame("main", "/src/app.cpp", 30)})}},
-           {{"id", "bbb"}, {"kind", "cached"}, {"bytes", 8192}, {"count", 1}, {"api", "cudaMalloc"},
-            {"stack", json::array({frame("seg", "/src/alloc.cpp", 5)})}},
-           {{"id", "ccc"}, {"kind", "leak"}, {"bytes", 10}, {"count", 1}, {"suppressed", true},
-            {"suppressed_by", "leak:quiet"}, {"stack", json::array({frame("quiet", "/src/q.cpp", 1)})}}})},
-      {"growth", json::array({{{"id", "ggg"}, {"bytes_per_step", 1048576.0}, {"steps", 20},
-                               {"first_live_bytes", 0}, {"last_live_bytes", 20 << 20}, {"confidence", 0.97},
-                               {"projected_oom_step", 1200},
-                               {"stack", json::array({frame("step", "/src/train.py", 44)})}}})},
-      {"fragmentation",
-       {{"per_device", json::array({{{"pid", 7}, {"device", 0},
-                                     {"ooms", json::array({{{"time_s", 2.0}, {"requested_bytes", 512},
-                                                            {"device_free_bytes", 4096},
-                                                            {"largest_free_block_bytes", 256},
-                                                            {"enough_total_free", true}},
-                                                           {{"requested_bytes", 9999}, {"enough_total_free", false}}})}}})}}},
-      {"recommendations", json::array({{{"id", "expandable-segments"}, {"title", "Use expandable segments"},
-                                        {"action", "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."},
-                                        {"finding", "fragmentation:7:0"}, {"evidence", {{"free", 4096}}}},
-                                       {{"id", "item-or-detach"}, {"title", "Detach"}, {"action", "Call .item()."},
-                                        {"finding", "growth:ggg"}, {"evidence", "1 MiB per step"}}})},
-      {"failures", json::array()},
-      {"address_space", json::array()}};
+an::SiteGroup group(const std::string& id, const std::string& kind, uint64_t bytes, uint64_t count,
+                    std::vector<an::Frame> stack) {
+  an::SiteGroup g;
+  g.id = id;
+  g.kind = kind;
+  g.bytes = bytes;
+  g.count = count;
+  g.api = an::Api::kCudaMalloc;
+  g.pid = 7;
+  g.stack = std::move(stack);
+  return g;
+}
+
+an::Report report() {
+  an::Report r;
+  r.summary.leaked_bytes = 4096;
+  r.summary.peak_bytes = 1 << 20;
+  an::ProcessReport& p = r.processes.emplace_back();
+  p.info.pid = 7;
+  p.info.host = "h";
+  p.trace = "/t/a b.trace";
+  p.duration_s = 1.5;
+  an::Frame no_file{"cudaMalloc", "", 0, "libcudart.so", 0x99, 0, false, false};
+  // Leaks are listed bytes descending, as the report lists them.
+  p.leaks.push_back(group("aaa", "leak", 4096, 2,
+                          {no_file, frame("make", "/src/app.cpp", 12), frame("main", "/src/app.cpp", 30)}));
+  p.leaks.back().reason = "alive at exit in a trace without step markers";
+  p.leaks.push_back(group("bbb", "cached", 2048, 1, {frame("seg", "/src/alloc.cpp", 5)}));
+  p.leaks.push_back(group("ccc", "leak", 10, 1, {frame("quiet", "/src/q.cpp", 1)}));
+  p.leaks.back().suppressed = true;
+  p.leaks.back().suppressed_by = "leak:quiet";
+  an::Growth& g = p.growth.emplace_back();
+  g.id = "ggg";
+  g.basis = "steps";
+  g.bytes_per_step = 1048576.0;
+  g.steps = 20;
+  g.last_live_bytes = 20 << 20;
+  g.confidence = 0.97;
+  g.has_projection = true;
+  g.projected_oom_step = 1200;
+  g.stack = {frame("step", "/src/train.py", 44)};
+  an::DeviceFragmentation& d = p.fragmentation.emplace_back();
+  d.pid = 7;
+  an::OomFinding enough{2'000'000'000, 512, false, 0, 0, 256, true, 4096, true, {}, false, {}};
+  an::OomFinding short_of_it{0, 9999, false, 0, 0, 0, false, 0, false, {}, false, {}};
+  d.ooms = {enough, short_of_it};
+  p.advice.push_back({"expandable-segments", "Use expandable segments",
+                      "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.", "fragmentation:7:0", "free 4096"});
+  p.advice.push_back({"item-or-detach", "Detach", "Call .item().", "growth:ggg", "1 MiB per step"});
+  return r;
 }
 
 const json* result_of(const json& sarif, const std::string& rule) {
@@ -113,7 +129,7 @@ TEST(Junit, CountsMatchTestcasesAndFailures) {
   std::string xml = an::report_junit(report(), an::FailPolicy{true, 1.0});
   EXPECT_NE(xml.find("<testsuite name=\"gpumemshim.check\" tests=\"5\" failures=\"2\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("classname=\"gpumemshim.growth\""), std::string::npos);
-  std::string clean = an::report_junit(json{{"leaks", json::array()}}, an::FailPolicy{});
+  std::string clean = an::report_junit(an::Report{}, an::FailPolicy{});
   EXPECT_NE(clean.find("tests=\"1\" failures=\"0\""), std::string::npos) << clean;
 }
 

@@ -1,39 +1,60 @@
-// diff_reports on report JSON: sites matched by id, percentages, new leaks, the regression rule.
+// diff_reports on typed reports: sites matched by id, percentages, new leaks, the regression rule.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
+#include <optional>
 
-#include "render/diff.h"
+#include "gpumemshim/analyzer/render.h"
 
 namespace an = gpumemshim::analyzer;
-using nlohmann::json;
 
 namespace {
 
-json stack(int line) {
-  return json::array({{{"function", "f"}, {"file", "/src/a.py"}, {"line", line}, {"module", ""}}});
+std::vector<an::Frame> stack(uint32_t line) { return {an::Frame{"f", "/src/a.py", line, "", 0, 0, false, false}}; }
+
+an::SiteGroup leak(const std::string& id, const std::string& kind, uint64_t bytes, uint32_t line,
+                   bool suppressed = false) {
+  an::SiteGroup g;
+  g.id = id;
+  g.kind = kind;
+  g.bytes = bytes;
+  g.stack = stack(line);
+  g.suppressed = suppressed;
+  return g;
 }
 
-json report(uint64_t peak, uint64_t leaked, json leaks, json peak_sites) {
-  json process = {{"trace", "t"}};
-  if (!peak_sites.is_null()) process["timeline"] = {{"peak", {{"sites", peak_sites}}}};
-  return {{"summary", {{"peak_bytes", peak}, {"leaked_bytes", leaked}}},
-          {"leaks", leaks},
-          {"processes", json::array({process})}};
+struct PeakSiteBytes {
+  std::string id;
+  uint64_t bytes;
+  uint32_t line;
+};
+
+// One process; with peak sites, a timeline that holds them.
+an::Report report(uint64_t peak, uint64_t leaked, std::vector<an::SiteGroup> leaks,
+                  std::optional<std::vector<PeakSiteBytes>> peak_sites) {
+  an::Report r;
+  r.summary.peak_bytes = peak;
+  r.summary.leaked_bytes = leaked;
+  an::ProcessReport& p = r.processes.emplace_back();
+  p.trace = "t";
+  p.leaks = std::move(leaks);
+  if (peak_sites) {
+    an::Timeline& tl = p.timeline.emplace();
+    for (const PeakSiteBytes& s : *peak_sites) {
+      tl.at_peak.push_back(an::PeakSite{tl.all_sites.size(), s.bytes});
+      tl.all_sites.push_back(an::TimelineSite{s.id, "", stack(s.line), s.bytes});
+    }
+  }
+  return r;
 }
 
 }  // namespace
 
 TEST(Diff, SitesMatchedByIdWorseAndBetter) {
-  json base = report(1000, 100,
-                     json::array({{{"id", "a"}, {"kind", "leak"}, {"bytes", 100}, {"stack", stack(1)}},
-                                  {{"id", "c"}, {"kind", "cached"}, {"bytes", 500}, {"stack", stack(3)}}}),
-                     json::array({{{"id", "p"}, {"bytes", 900}, {"stack", stack(9)}}}));
-  json next = report(1050, 160,
-                     json::array({{{"id", "a"}, {"kind", "leak"}, {"bytes", 60}, {"stack", stack(1)}},
-                                  {{"id", "b"}, {"kind", "leak"}, {"bytes", 100}, {"stack", stack(2)}},
-                                  {{"id", "s"}, {"kind", "leak"}, {"bytes", 7}, {"suppressed", true}}}),
-                     json::array({{{"id", "p"}, {"bytes", 950}, {"stack", stack(9)}}}));
+  an::Report base = report(1000, 100, {leak("a", "leak", 100, 1), leak("c", "cached", 500, 3)},
+                           std::vector<PeakSiteBytes>{{"p", 900, 9}});
+  an::Report next = report(1050, 160,
+                           {leak("a", "leak", 60, 1), leak("b", "leak", 100, 2), leak("s", "leak", 7, 4, true)},
+                           std::vector<PeakSiteBytes>{{"p", 950, 9}});
   an::ReportDiff d = an::diff_reports(base, next);
   ASSERT_EQ(d.worse.size(), 2u);
   EXPECT_EQ(d.worse[0].id, "b");  // +100 before +50
@@ -49,16 +70,16 @@ TEST(Diff, SitesMatchedByIdWorseAndBetter) {
 }
 
 TEST(Diff, PercentRuleWithoutNewLeaks) {
-  json leaks = json::array({{{"id", "a"}, {"kind", "leak"}, {"bytes", 100}}});
-  an::ReportDiff d = an::diff_reports(report(1000, 100, leaks, nullptr), report(1100, 100, leaks, nullptr));
+  std::vector<an::SiteGroup> leaks{leak("a", "leak", 100, 1)};
+  an::ReportDiff d = an::diff_reports(report(1000, 100, leaks, std::nullopt), report(1100, 100, leaks, std::nullopt));
   EXPECT_FALSE(d.peak_sites_known);
   EXPECT_TRUE(an::is_regression(d, 9.9));
   EXPECT_FALSE(an::is_regression(d, 10));
   EXPECT_FALSE(an::change_pct(0, 1).has_value());  // from nothing: infinitely worse
   EXPECT_DOUBLE_EQ(*an::change_pct(0, 0), 0.0);
-  an::ReportDiff from_zero = an::diff_reports(report(0, 0, json::array(), nullptr), report(10, 0, json::array(), nullptr));
+  an::ReportDiff from_zero = an::diff_reports(report(0, 0, {}, std::nullopt), report(10, 0, {}, std::nullopt));
   EXPECT_TRUE(an::is_regression(from_zero, 1e9));
-  json j = an::diff_json(d, 10.0);
+  nlohmann::json j = an::diff_json(d, 10.0);
   EXPECT_EQ(j["regression"], false);
   EXPECT_EQ(j["schema"], "gpumemshim-diff/1");
 }

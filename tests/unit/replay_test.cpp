@@ -5,10 +5,11 @@
 
 #include <map>
 
-#include "gpumemshim/analyzer/analysis.h"
+#include "report/analysis.h"
 #include "gpumemshim/analyzer/errors.h"
 #include "replay/load.h"
-#include "gpumemshim/analyzer/report.h"
+#include "gpumemshim/analyzer/render.h"
+#include "gpumemshim/analyzer/units.h"
 #include "temp_dir.h"
 #include "trace_builder.h"
 

@@ -1,6 +1,6 @@
 // Symbolizes addresses of this very test process. Build with -g -O2 (see the CMake lines in the
 // symbolizer's notes): the inlining case needs an optimized build with DWARF.
-#include "gpumemshim/analyzer/symbolizer.h"
+#include "symbolize/symbolizer.h"
 
 #include <elf.h>
 #include <gtest/gtest.h>

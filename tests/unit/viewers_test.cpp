@@ -5,13 +5,14 @@
 
 #include <fmt/format.h>
 
-#include "gpumemshim/analyzer/analysis.h"
-#include "render/export_memviz.h"
-#include "replay/load.h"
-#include "gpumemshim/analyzer/report.h"
-#include "render/report_html.h"
-#include "report/stack_view.h"
 #include "findings/timeline.h"
+#include "gpumemshim/analyzer/render.h"
+#include "gpumemshim/analyzer/units.h"
+#include "render/escape.h"
+#include "render/json_parts.h"
+#include "replay/load.h"
+#include "report/analysis.h"
+#include "report/stack_view.h"
 #include "temp_dir.h"
 #include "trace_builder.h"
 
@@ -244,16 +245,19 @@ TEST(FramesJson, SameAsInitializerListObjects) {
 
 TEST(ReportHtml, EscapesEverythingFromTheTrace) {
   EXPECT_EQ(an::html_escape("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
-  json report = {{"schema", "gpumemshim-report/1"},
-                 {"summary", {{"peak_bytes", 10}}},
-                 {"processes", json::array({{{"pid", 1}, {"command_line", "<script>alert(1)</script>"},
-                                             {"trace", "\"><img src=x onerror=alert(2)>"}}})},
-                 {"leaks", json::array({{{"kind", "leak"}, {"bytes", 10}, {"count", 1},
-                                         {"reason", "<b>r</b>"},
-                                         {"stack", json::array({{{"function", "<svg onload=alert(3)>"},
-                                                                 {"file", "a.py"}, {"line", 3}}})}}})},
-                 {"recommendations", json::array({{{"id", "amp"}, {"title", "<i>t</i>"}, {"action", "a"},
-                                                   {"finding", "leak:1"}, {"evidence", {{"x", "<e>"}}}}})}};
+  an::Report report;
+  report.summary.peak_bytes = 10;
+  an::ProcessReport& p = report.processes.emplace_back();
+  p.info.pid = 1;
+  p.info.command_line = "<script>alert(1)</script>";
+  p.trace = "\"><img src=x onerror=alert(2)>";
+  an::SiteGroup& leak = p.leaks.emplace_back();
+  leak.kind = "leak";
+  leak.bytes = 10;
+  leak.count = 1;
+  leak.reason = "<b>r</b>";
+  leak.stack = {an::Frame{"<svg onload=alert(3)>", "a.py", 3, "", 0, 0, false, false}};
+  p.advice.push_back({"amp", "<i>t</i>", "a", "leak:1", "x <e>"});
   std::string html = an::report_html(report);
   for (const char* raw : {"<script>alert", "<img src=x", "<svg onload", "<b>r</b>", "<i>t</i>", "<e>"})
     EXPECT_EQ(html.find(raw), std::string::npos) << raw;

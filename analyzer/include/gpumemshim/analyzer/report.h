@@ -1,22 +1,372 @@
-// Report writers.
+// The typed report: what the analysis of one or more traces found, as plain structs. Every writer
+// (text, JSON, HTML, JUnit, SARIF, diff) renders this; none reads another writer's output. The
+// JSON form of each struct is documented in docs/report-json.md.
 #pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "gpumemshim/analyzer/analysis.h"
+#include "gpumemshim/format/records.h"
 
 namespace gpumemshim::analyzer {
 
+using format::Api;
+using format::MemoryKind;
+
 inline constexpr const char* kReportSchema = "gpumemshim-report/1";
 
-nlohmann::json report_json(const Report& report);
-std::string report_text(const Report& report);
-// Only the unsuppressed leaks (and the suppression summary): what `check` prints on failure.
-std::string leaks_text(const Report& report);
-std::string stats_text(const std::vector<LoadedTrace>& traces);
+// One native or Python frame after symbolization (a raw pc may give several: inlined ones first).
+struct Frame {
+  std::string function;
+  std::string file;
+  uint32_t line = 0;
+  std::string module;
+  uint64_t pc = 0;
+  uint64_t module_offset = 0;  // pc - load bias; 0 when no module is known
+  bool inlined = false;
+  bool python = false;
+};
 
-// "1.50 MiB"
-std::string human_bytes(uint64_t bytes);
+struct DeviceInfo {
+  int32_t device = 0;
+  uint64_t total_bytes = 0;
+  std::string name;
+};
+
+struct ProcessInfo {
+  uint64_t pid = 0;
+  uint64_t ppid = 0;
+  int64_t rank = -1;
+  uint64_t start_wall_ns = 0;
+  uint64_t start_mono_ns = 0;
+  std::string host;
+  std::string command_line;
+  std::string executable;
+  bool has_process_record = false;
+};
+
+// Record counts and sizes of one trace file.
+struct TraceStats {
+  uint64_t file_bytes = 0;
+  uint16_t version_major = 0;
+  uint16_t version_minor = 0;
+  uint64_t records = 0;
+  std::array<uint64_t, 256> by_type{};  // by RecordType value
+  uint64_t unknown_records = 0;
+  std::array<uint64_t, format::kApiCount> allocs_by_api{};
+  std::array<uint64_t, format::kApiCount> frees_by_api{};
+  std::array<uint64_t, format::kApiCount> failed_by_api{};
+  std::array<uint64_t, format::kApiCount> bytes_by_api{};  // bytes allocated (successful)
+  uint64_t unknown_api = 0;                                // events whose api is out of range
+  uint64_t max_order_window = 0;  // the most events held at once to replay them in time order
+  uint64_t events() const;  // alloc + free + failed + meminfo + marker records
+};
+
+// Per memory kind: index = MemoryKind value (0 unused).
+struct KindCounters {
+  uint64_t allocations = 0;
+  uint64_t frees = 0;
+  uint64_t live_count = 0;
+  uint64_t live_bytes = 0;
+  uint64_t peak_bytes = 0;
+};
+using ByKind = std::array<KindCounters, format::kMemoryKindMax + 1>;
+
+// PyTorch caching-allocator events (TorchEvent records of the torch bridge).
+struct TorchCounters {
+  uint64_t events = 0;          // every TorchEvent record, any action
+  uint64_t allocs = 0;          // tensor blocks handed out
+  uint64_t frees = 0;           // blocks back in the cache (free_completed)
+  uint64_t segment_allocs = 0;
+  uint64_t segment_frees = 0;
+  uint64_t ooms = 0;
+  uint64_t live_blocks = 0;     // at the end of the trace
+  uint64_t live_block_bytes = 0;
+};
+
+struct Summary {
+  uint64_t allocations = 0;         // successful allocation records
+  uint64_t frees = 0;               // successful frees that matched a live allocation
+  uint64_t failed_allocations = 0;  // AllocFailed records
+  uint64_t failed_frees = 0;        // frees with a nonzero result (the memory stays)
+  uint64_t unmatched_frees = 0;     // successful frees of an address not known to be live
+  uint64_t peak_bytes = 0;          // peak of live device memory (device+managed+pool+physical)
+  uint64_t leaked_bytes = 0;        // after suppressions
+  uint64_t leaked_allocations = 0;  // after suppressions
+  uint64_t suppressed_bytes = 0;
+  uint64_t suppressed_allocations = 0;
+  uint64_t retained_bytes = 0;      // kind "retained" (made before the first step), unsuppressed
+  uint64_t cached_bytes = 0;        // kind "cached" (a caching allocator's segments at the end)
+  uint64_t markers = 0;
+  uint64_t steps = 0;
+  uint64_t ranges = 0;  // range pushes (NVTX ranges, expect_no_leak regions)
+  ByKind by_kind{};
+  TorchCounters torch{};
+};
+
+// One marker record, as the report lists it.
+struct MarkerEvent {
+  uint64_t time_ns = 0;
+  uint64_t thread_id = 0;
+  format::MarkerKind kind = format::MarkerKind::kMark;
+  std::string name;
+  uint64_t seq = 0;  // position among the trace's markers (file order): breaks time ties
+};
+
+// A group of surviving allocations that share a call site (symbolized stack + api + memory kind).
+struct SiteGroup {
+  std::string id;            // stable short hex hash of the symbolized stack + api
+  std::string kind;          // "leak" (fails check), "cached" (a caching allocator's segment in a
+                             // trace with torch events), "retained" (made before the first step,
+                             // or not accumulating); address space: "unreleased"
+  std::string reason;        // one sentence: why it is (not) a leak
+  std::string region;        // the expect_no_leak region it was allocated in, if that decided it
+  std::string owner;         // a library whose own buffers these are ("nccl"), else empty
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  Api api = Api::kUnknown;
+  MemoryKind memory = MemoryKind::kDevice;
+  bool torch_block = false;  // PyTorch tensor blocks: api "torch.alloc", memory "torch_block"
+  int32_t device = 0;        // -1 when the group spans several devices
+  uint64_t pid = 0;
+  int64_t rank = -1;         // the process's rank (-1: none)
+  uint64_t first_time_ns = 0;
+  std::vector<Frame> stack;  // innermost user frame first
+  bool suppressed = false;
+  std::string suppressed_by;  // the pattern
+};
+
+// A site whose live bytes rise steadily: live bytes sampled at step boundaries (or, without step
+// markers, at equal time buckets) and a robust trend fit.
+struct Growth {
+  std::string id;             // the site id (same as the site's leak entries)
+  std::string basis;          // "steps" or "time" (no step markers: equal time buckets)
+  double bytes_per_step = 0;  // per step, or per time bucket for basis "time"
+  double bucket_s = 0;        // seconds per bucket (basis "time")
+  uint64_t steps = 0;         // boundaries used in the fit
+  uint64_t warmup_steps = 0;  // excluded at the start
+  uint64_t last_step = 0;     // the last boundary sampled
+  uint64_t first_live_bytes = 0;
+  uint64_t last_live_bytes = 0;
+  double confidence = 0;
+  bool has_projection = false;
+  uint64_t projected_oom_step = 0;  // the boundary at which the device would be full
+  Api api = Api::kUnknown;
+  MemoryKind memory = MemoryKind::kDevice;
+  bool torch_block = false;
+  int32_t device = 0;
+  uint64_t pid = 0;
+  int64_t rank = -1;
+  std::vector<Frame> stack;
+  bool suppressed = false;
+  std::string suppressed_by;
+};
+
+// An OOM judged for fragmentation: was there enough free memory in total?
+struct OomFinding {
+  uint64_t time_ns = 0;
+  uint64_t requested = 0;
+  bool torch = false;              // the caching allocator's state is known
+  uint64_t reserved = 0;
+  uint64_t allocated = 0;
+  uint64_t largest_free_block = 0;
+  bool has_device_free = false;
+  uint64_t device_free = 0;
+  bool enough_total_free = false;  // reserved - allocated >= requested, or device free >= requested
+  std::vector<Frame> stack;
+  bool suppressed = false;
+  std::string suppressed_by;
+};
+
+// Fragmentation of one device of one process.
+struct DeviceFragmentation {
+  uint64_t pid = 0;
+  int64_t rank = -1;
+  int32_t device = 0;
+  bool torch = false;  // caching-allocator events exist: the reserved/allocated fields mean something
+  uint64_t reserved_peak = 0;
+  uint64_t allocated_at_reserved_peak = 0;
+  uint64_t max_reserved_minus_allocated = 0;
+  uint64_t reserved_end = 0;
+  uint64_t allocated_end = 0;
+  std::string snapshot;  // when the block figures were taken: "oom" (the first) or "end"
+  uint64_t inactive_split_blocks = 0;
+  uint64_t inactive_split_bytes = 0;
+  uint64_t largest_free_block = 0;
+  bool has_untracked = false;  // a cudaMemGetInfo sample exists
+  uint64_t untracked = 0;
+  uint64_t device_total = 0;   // Device record, else the last cudaMemGetInfo total; 0 unknown
+  std::vector<OomFinding> ooms;
+};
+
+// A recommendation: always tied to a finding ("leak:<id>", "growth:<id>",
+// "fragmentation:<pid>:<device>", ...) and the numbers that justify it.
+struct Advice {
+  std::string id;
+  std::string title;
+  std::string action;
+  std::string finding;
+  std::string evidence;
+};
+
+// A failed allocation as the trace recorded it.
+struct FailedAllocation {
+  uint64_t time_ns = 0;
+  uint64_t thread_id = 0;
+  int32_t device = 0;
+  Api api = Api::kUnknown;
+  MemoryKind kind = MemoryKind::kDevice;
+  uint64_t size = 0;
+  uint32_t error = 0;
+  uint64_t live_device_bytes = 0;  // of this process when it failed
+  bool has_meminfo = false;        // last cudaMemGetInfo sample of that device, if any
+  uint64_t meminfo_free = 0;
+  uint64_t meminfo_total = 0;
+};
+
+struct Failure {
+  FailedAllocation event;
+  uint64_t pid = 0;
+  std::vector<Frame> stack;
+};
+
+// What one symbolized call site held when its process peaked (same id as leaks and growth).
+struct SiteBytes {
+  std::string id;
+  uint64_t bytes = 0;
+  Api api = Api::kUnknown;
+  std::vector<Frame> stack;
+};
+
+// A finding of one rank, by reference: kind "leak" | "growth" | "failed_allocation".
+struct RankFinding {
+  std::string kind;
+  std::string id;      // site id; for failed allocations the api name
+  uint64_t bytes = 0;  // leaked bytes, growth bytes per step, or bytes asked for
+};
+
+struct RankEntry {
+  int64_t rank = -1;  // -1: the process had no rank in its environment
+  uint64_t pid = 0;
+  std::string host;
+  size_t process = 0;  // index into Report::processes
+  uint64_t peak_bytes = 0;
+  uint64_t leaked_bytes = 0;
+  int64_t growth_bytes_per_step = 0;  // sum over the rank's growing sites (step-based fits)
+  std::vector<RankFinding> findings;
+};
+
+struct SiteDiff {
+  std::string id;
+  int64_t bytes_diff = 0;  // heaviest's bytes at its peak minus lightest's at its peak
+  uint64_t heaviest_bytes = 0;
+  uint64_t lightest_bytes = 0;
+  std::vector<Frame> stack;
+};
+
+// Several processes (torchrun ranks, fork children) reported together: a summary per rank, the
+// imbalance between the heaviest and the lightest, and the call sites that explain it.
+struct Ranks {
+  std::vector<RankEntry> per_rank;  // by rank, then pid; empty with fewer than 2 processes
+  size_t heaviest = 0;              // indexes into per_rank
+  size_t lightest = 0;
+  std::vector<SiteDiff> sites;      // bytes_diff descending, positive only, at most kMaxSites
+  static constexpr size_t kMaxSites = 10;
+  bool present() const { return per_rank.size() >= 2; }
+};
+
+struct TimelineSite {
+  std::string id;     // the leak report's site id (same stack and api → same id)
+  std::string label;  // "file:line function" of the innermost user frame
+  std::vector<Frame> stack;
+  uint64_t peak_bytes = 0;  // the site's own highest live bytes
+};
+
+struct TimelineSample {
+  uint64_t time_ns = 0;
+  uint64_t live_bytes = 0;
+  uint64_t reserved_bytes = 0;   // meaningful when Timeline::has_torch
+  uint64_t allocated_bytes = 0;
+  std::vector<uint64_t> sites;   // per Timeline::sites, then "other" last
+};
+
+struct PeakSite {
+  size_t site = 0;  // index into Timeline::all_sites
+  uint64_t bytes = 0;
+};
+
+// Memory over time of one process: live device bytes sampled (every bucket's lowest and highest
+// point kept, so the peak survives downsampling), split by the top call sites, with the step marks
+// and, when PyTorch's allocator reported its events, reserved and allocated bytes.
+struct Timeline {
+  std::vector<TimelineSite> sites;      // the top sites by peak_bytes, descending
+  std::vector<TimelineSite> all_sites;  // every site (for the peak breakdown)
+  std::vector<TimelineSample> samples;  // in time order
+  std::vector<uint64_t> steps_ns;       // step markers
+  bool has_torch = false;
+  uint64_t peak_bytes = 0;
+  uint64_t peak_time_ns = 0;
+  std::vector<PeakSite> at_peak;  // sites alive at the (first) peak, bytes descending
+};
+
+// The reports list the first this many of Timeline::at_peak (and diff compares those).
+inline constexpr size_t kReportedPeakSites = 20;
+
+// A suppression entry (suppressions.h) with what it silenced.
+struct Suppression {
+  std::string type;     // "leak", "growth", "retained" or "fragmentation"
+  std::string pattern;
+  std::string source;   // "file:line"
+  uint64_t hit_count = 0;  // leak groups suppressed
+  uint64_t hit_bytes = 0;
+};
+
+struct ProcessReport {
+  std::string trace;
+  ProcessInfo info;
+  std::vector<DeviceInfo> devices;
+  std::vector<std::pair<std::string, std::string>> attributes;
+  TraceStats stats;
+  Summary summary;
+  bool truncated = false;
+  uint64_t truncated_at = 0;
+  bool clean_exit = false;
+  double duration_s = 0;
+  std::vector<SiteGroup> leaks;          // bytes descending; suppressed ones included (flagged)
+  std::vector<SiteGroup> address_space;  // unreleased mappings / reservations
+  std::vector<Failure> failures;         // in time order
+  std::vector<Growth> growth;            // bytes_per_step descending; suppressed ones flagged
+  std::vector<DeviceFragmentation> fragmentation;
+  std::vector<Advice> advice;
+  uint64_t peak_in_step_bytes = 0;        // at the device-memory peak: made in the current step
+  uint64_t torch_peak_bytes = 0;          // peak of live tensor blocks
+  uint64_t torch_peak_in_step_bytes = 0;  // ... of which made in the current step
+  uint64_t peak_time_ns = 0;             // when the device-memory peak was reached
+  uint64_t torch_peak_time_ns = 0;       // when the tensor-block peak was reached
+  std::vector<MarkerEvent> markers;      // in time order; the earliest ones when there are many
+  uint64_t markers_dropped = 0;          // markers not kept
+  std::vector<SiteBytes> peak_sites;     // what each site held at this process's peak
+  std::optional<Timeline> timeline;      // made when AnalyzeOptions::timelines asks for it
+};
+
+struct Report {
+  std::vector<ProcessReport> processes;
+  // Sums over processes. peak_bytes is the sum of per-process peaks (an upper bound of the
+  // simultaneous peak: processes are not aligned in time).
+  Summary summary;
+  std::vector<Suppression> suppressions_used;  // with hit counts, when suppressions were given
+  Ranks ranks;  // per rank and the imbalance between ranks, with 2 or more processes
+};
+
+// All unsuppressed findings that fail `check` (kind "leak"), or every leak entry of any kind
+// when include_suppressed (the report's list), bytes descending.
+std::vector<const SiteGroup*> all_leaks(const Report& report, bool include_suppressed);
+
+// Every process's growth findings, bytes_per_step descending (the report's list).
+std::vector<const Growth*> all_growth(const Report& report);
 
 }  // namespace gpumemshim::analyzer

@@ -8,20 +8,12 @@
 #include <string_view>
 #include <vector>
 
-#include "gpumemshim/analyzer/model.h"
+#include "gpumemshim/analyzer/report.h"
 
 namespace gpumemshim::analyzer {
 
 // LSan's TemplateMatch. An empty str never matches.
 bool template_match(std::string_view templ, std::string_view str);
-
-struct Suppression {
-  std::string type;     // "leak", "growth", "retained" or "fragmentation"
-  std::string pattern;
-  std::string source;   // "file:line"
-  uint64_t hit_count = 0;  // leak groups suppressed
-  uint64_t hit_bytes = 0;
-};
 
 class Suppressions {
  public:

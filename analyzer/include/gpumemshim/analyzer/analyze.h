@@ -1,0 +1,26 @@
+// The top of the analyzer: several traces (one per process) -> one typed Report (report.h).
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "gpumemshim/analyzer/report.h"
+#include "gpumemshim/analyzer/suppressions.h"
+
+namespace gpumemshim::analyzer {
+
+struct AnalyzeOptions {
+  const Suppressions* suppressions = nullptr;
+  size_t max_frames = 32;
+  size_t jobs = 0;        // cores to use; 0: one per hardware thread. Traces are analysed at once
+                          // up to that; with cores to spare, each one's replay gets a thread
+  bool progress = false;  // a progress line on stderr (when it is a terminal, after ~2 s)
+  // Each process's memory over time (ProcessReport::timeline), made from the trace the analysis
+  // loaded and its symbolized stacks, not from a second load.
+  bool timelines = false;
+};
+
+// Throws TraceError for an unusable trace. processes[i] is paths[i].
+Report analyze(const std::vector<std::string>& paths, const AnalyzeOptions& options = {});
+
+}  // namespace gpumemshim::analyzer
