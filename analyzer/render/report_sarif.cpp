@@ -24,7 +24,8 @@ struct Rule {
 
 // Every finding kind has a rule, used or not, so rule indices stay stable.
 constexpr std::array<Rule, 7> kRules{{
-    {"leak", "GpuMemoryLeak", "GPU memory allocated and never freed (a leak per DESIGN.md §8)."},
+    {"leak", "GpuMemoryLeak",
+     "GPU memory alive at exit that no cache holds and that was not made before the first step: a leak."},
     {"cached", "CachedGpuMemory", "GPU memory held by a caching allocator's cache at exit: not a leak."},
     {"retained", "RetainedGpuMemory",
      "GPU memory allocated before the first step and alive at exit (weights, optimizer state): not a leak."},

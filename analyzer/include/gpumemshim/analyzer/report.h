@@ -114,7 +114,7 @@ struct MarkerEvent {
   uint64_t thread_id = 0;
   format::MarkerKind kind = format::MarkerKind::kMark;
   std::string name;
-  uint64_t seq = 0;  // position among the trace's markers (file order): breaks time ties
+  uint64_t seq = 0;  // the reader's delivery order (time, then file): breaks time ties
 };
 
 // A group of surviving allocations that share a call site (symbolized stack + api + memory kind).
