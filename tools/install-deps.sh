@@ -4,7 +4,7 @@ set -euo pipefail
 sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
 packages=(cmake ninja-build g++ pkg-config libunwind-dev libdw-dev libelf-dev libcli11-dev
-          nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev valgrind
+          nlohmann-json3-dev libfmt-dev libzstd-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev valgrind
           python3 python3-pytest
           chromium)  # headless screenshot of the HTML report in tests/integration/test_viewers.py
 missing=()

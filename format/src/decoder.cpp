@@ -220,6 +220,12 @@ bool decode(const RawRecord& raw, AttributeRecord& o) {
 bool decode(const RawRecord& raw, EndRecord& o) {
   auto r = reader(raw);
   o.time_ns = r.varint();
+  o.has_counts = r.remaining() != 0;  // format 3's counts; older writers stop here
+  if (o.has_counts) {
+    o.blocks = r.varint();
+    o.records = r.varint();
+    o.write_error = r.varint();
+  }
   return !r.failed();
 }
 

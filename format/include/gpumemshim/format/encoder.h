@@ -208,7 +208,12 @@ inline size_t encode(uint8_t* out, size_t cap, const AttributeRecord& r) {
 }
 
 inline size_t encode(uint8_t* out, size_t cap, const EndRecord& r) {
-  return detail::frame(out, cap, RecordType::kEnd, [&](ByteWriter& w) { w.varint(r.time_ns); });
+  return detail::frame(out, cap, RecordType::kEnd, [&](ByteWriter& w) {
+    w.varint(r.time_ns);
+    w.varint(r.blocks);
+    w.varint(r.records);
+    w.varint(r.write_error);
+  });
 }
 
 inline size_t encode(uint8_t* out, size_t cap, const FlushRecord& r) {

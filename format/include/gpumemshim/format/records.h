@@ -195,8 +195,16 @@ struct AttributeRecord {
   std::string_view value;
 };
 
+// Written last by a process that ends through exit, _exit, _Exit, quick_exit or exec. Format 3
+// appends what was written before it, so a reader can tell what it did not get: the blocks before
+// the one holding this record, the records in them and before this one in its block, and the
+// errno of the first write that failed (0: none). Older writers have only time_ns.
 struct EndRecord {
   uint64_t time_ns = 0;
+  uint64_t blocks = 0;
+  uint64_t records = 0;
+  uint64_t write_error = 0;
+  bool has_counts = false;  // decoded: the counts were present (format 3)
 };
 
 // Written by the shim's flusher after each periodic drain of every thread's buffer (format 1.1):

@@ -52,6 +52,42 @@ struct TraceCounts {
   uint64_t truncated_at = 0;      // the offset of that record
 };
 
+// What the reader can vouch for in a trace (docs/trace-format.md "Integrity"). Final once read()
+// returns. Worst first: a write failure explains the damage and the missing End that follow it.
+enum class IntegrityStatus : uint8_t {
+  kComplete,     // format 3: every block checked, End read, its counts match what was read
+  kUnchecked,    // formats 1 and 2: no checksums, End read
+  kIncomplete,   // no End: killed, crashed, or still being written; or cut inside a block
+  kDamaged,      // blocks that fail their checksum, sequence or decompression, or junk between blocks
+  kWriteFailed,  // the shim reported a failed write (header flag or End's write_error)
+};
+
+struct TraceIntegrity {
+  IntegrityStatus status = IntegrityStatus::kComplete;
+  bool checked = false;          // format 3: blocks carry checksums
+  bool ended = false;            // an End record was read
+  uint32_t write_error = 0;      // errno of the shim's first failed write (0: none)
+  uint64_t blocks = 0;           // good blocks read
+  uint64_t damaged_blocks = 0;   // headers found whose payload failed its checksum or decompression
+  uint64_t missing_blocks = 0;   // sequence numbers never read (gaps, and End's count beyond)
+  uint64_t skipped_bytes = 0;    // bytes not read as part of a good block (damage, a cut tail)
+  uint64_t records_lost = 0;     // records known to be lost (End's count, or damaged blocks' counts)
+  bool records_lost_exact = false;  // records_lost is End's count minus what was read
+  uint64_t first_problem_offset = 0;
+  bool truncated = false;        // the file ends inside a block (or, formats 1-2, a record)
+  // One line for users, empty when complete: e.g. "damaged: 2 blocks failed their checksum at
+  // offset 4096 (1234 records lost)", "incomplete: no End record (killed, crashed or still being
+  // written)", "write-failed: No space left on device".
+  std::string detail;
+
+  bool clean() const {
+    return status == IntegrityStatus::kComplete || status == IntegrityStatus::kUnchecked;
+  }
+};
+
+// "complete", "unchecked (format 2)", "incomplete", "damaged", "write-failed".
+std::string integrity_name(const TraceIntegrity&, Version);
+
 // The consumer of a read. String views point into the mapped file: valid while the reader lives.
 // Frame arrays (StackRecord::frames, PyStackRecord::frames) are valid during the call only.
 class TraceSink {
@@ -101,6 +137,7 @@ class TraceReader {
   // what the sink throws passes through. A truncated last record ends the read (counts() says so).
   void read(TraceSink& sink);
   const TraceCounts& counts() const;
+  const TraceIntegrity& integrity() const;
 
   // Every timed event in time order (a read into a sink that keeps them).
   std::vector<TimedEvent> timed_events();
