@@ -23,6 +23,7 @@ struct TraceReader::Impl {
   MappedFile file;
   Version version;
   TraceCounts counts;
+  TraceIntegrity integrity;
 };
 
 namespace {
@@ -285,6 +286,37 @@ TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
 const std::string& TraceReader::path() const { return impl_->path; }
 Version TraceReader::version() const { return impl_->version; }
 const TraceCounts& TraceReader::counts() const { return impl_->counts; }
+const TraceIntegrity& TraceReader::integrity() const { return impl_->integrity; }
+
+std::string integrity_name(const TraceIntegrity& t, Version v) {
+  switch (t.status) {
+    case IntegrityStatus::kComplete: return "complete";
+    case IntegrityStatus::kUnchecked: return "unchecked (format " + std::to_string(v.major) + ")";
+    case IntegrityStatus::kIncomplete: return "incomplete";
+    case IntegrityStatus::kDamaged: return "damaged";
+    case IntegrityStatus::kWriteFailed: return "write-failed";
+  }
+  return "unknown";
+}
+
+namespace {
+// Formats 1 and 2 carry no checksums: all the reader can say is whether the trace was ended.
+TraceIntegrity unchecked_integrity(const TraceCounts& c) {
+  TraceIntegrity t;
+  t.checked = false;
+  t.ended = c.by_type[static_cast<uint8_t>(RecordType::kEnd)] > 0;
+  t.truncated = c.truncated;
+  if (t.ended) {
+    t.status = IntegrityStatus::kUnchecked;
+  } else {
+    t.status = IntegrityStatus::kIncomplete;
+    t.first_problem_offset = c.truncated ? c.truncated_at : c.file_bytes;
+    t.detail = c.truncated ? "incomplete: the file ends inside a record (killed, crashed or still being written)"
+                           : "incomplete: no End record (killed, crashed or still being written)";
+  }
+  return t;
+}
+}  // namespace
 
 void TraceReader::read(TraceSink& sink) {
   Impl& m = *impl_;
@@ -294,9 +326,11 @@ void TraceReader::read(TraceSink& sink) {
     m.counts.version = m.version;
     return ReadPass(m.path, m.file.bytes(), m.version, m.counts, sink, streaming).run();
   };
-  if (pass(true)) return;
-  sink.restart();
-  pass(false);
+  if (!pass(true)) {
+    sink.restart();
+    pass(false);
+  }
+  m.integrity = unchecked_integrity(m.counts);
 }
 
 std::vector<TimedEvent> TraceReader::timed_events() {
