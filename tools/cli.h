@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+namespace gpumemshim::analyzer {
+struct Report;
+}
+
 namespace gpumemshim::cli {
 
 // Exit codes, a contract that CI jobs rely on: 0 clean, 1 findings over the limits, 2 unusable
@@ -25,7 +29,8 @@ class CliError : public std::runtime_error {
   int code_;
 };
 
-// Writes text to FILE, or to stdout when path is empty or "-". Throws CliError.
+// Writes text to FILE, or to stdout when path is empty or "-". Throws CliError naming the error of
+// the call that failed (open, write, flush or close).
 void write_output(const std::string& path, const std::string& text);
 void print_error(const std::string& message);  // "gpumemshim: error: <message>" on stderr
 
@@ -35,6 +40,10 @@ struct RecordOptions {
   std::vector<std::string> command;
 };
 int run_record(const RecordOptions& o);
+
+// The one error line for traces that are not clean, or "" when every trace is: what `check` and
+// `diff` refuse without --allow-incomplete. `side` ("base", "new") prefixes each trace for diff.
+std::string integrity_error(const analyzer::Report& report, const std::string& side = "");
 
 struct ReportOptions {
   std::vector<std::string> traces;
@@ -54,6 +63,7 @@ struct CheckOptions {
   std::string junit;  // --junit FILE: JUnit XML of the findings
   std::string sarif;  // --sarif FILE: SARIF 2.1.0 of the findings
   std::optional<uint64_t> max_growth_bytes_per_step;  // unset: growth is reported, never fails
+  bool allow_incomplete = false;  // judge traces that are not clean by their findings (else exit 2)
 };
 int run_check(const CheckOptions& o);
 
@@ -63,6 +73,7 @@ struct DiffOptions {
   std::optional<double> fail_on_regression;  // --fail-on-regression PCT
   std::string format = "text";
   std::string output;
+  bool allow_incomplete = false;  // compare traces that are not clean (else exit 2)
 };
 int run_diff(const DiffOptions& o);
 

@@ -46,6 +46,17 @@ std::string growth_failures_text(const CheckVerdict& v, uint64_t limit) {
   return out;
 }
 
+// What the report says besides the findings: traces accepted with --allow-incomplete, traces
+// counted once, traces without events. On stdout, with the findings they qualify.
+std::string notes_text(const an::Report& report) {
+  std::string out;
+  for (const std::string& problem : report.integrity.problems)
+    out += fmt::format("gpumemshim: note: {} (accepted with --allow-incomplete: the findings cover only "
+                       "what was recorded)\n", problem);
+  for (const std::string& note : an::report_notes(report)) out += fmt::format("gpumemshim: note: {}\n", note);
+  return out;
+}
+
 }  // namespace
 
 int run_check(const CheckOptions& o) {
@@ -57,9 +68,13 @@ int run_check(const CheckOptions& o) {
   const CheckVerdict verdict = judge(report, o);
   std::optional<double> growth_limit;
   if (o.max_growth_bytes_per_step) growth_limit = static_cast<double>(*o.max_growth_bytes_per_step);
-  write_ci_outputs(o, report, an::FailPolicy{verdict.leaks_over_limit, growth_limit});
+  write_ci_outputs(o, report, an::FailPolicy{verdict.leaks_over_limit, growth_limit, o.allow_incomplete});
+  // A trace that is not clean cannot pass a gate: what it lost may be the leak.
+  if (!o.allow_incomplete)
+    if (std::string problem = integrity_error(report); !problem.empty())
+      throw CliError(problem + "; --allow-incomplete judges it by what was recorded");
+  std::string text = notes_text(report);
   if (verdict.failed()) {
-    std::string text;
     if (verdict.leaks_over_limit) text += an::leaks_text(report);
     text += growth_failures_text(verdict, o.max_growth_bytes_per_step.value_or(0));
     write_output("", text);
@@ -72,10 +87,13 @@ int run_check(const CheckOptions& o) {
                  *o.max_growth_bytes_per_step);
     return kExitFindings;
   }
-  write_output("", fmt::format("gpumemshim: check passed: {} bytes leaked (limit {}), {} suppressed, "
-                               "{} failed allocations, peak {} bytes\n",
-                               s.leaked_bytes, o.max_leak_bytes, s.suppressed_bytes,
-                               s.failed_allocations, s.peak_bytes));
+  std::string alive = s.alive_at_trace_end_allocations
+                          ? fmt::format(", {} bytes alive when the trace ended (not leaks)", s.alive_at_trace_end_bytes)
+                          : "";
+  text += fmt::format("gpumemshim: check passed: {} bytes leaked (limit {}), {} suppressed, "
+                      "{} failed allocations, peak {} bytes{}\n",
+                      s.leaked_bytes, o.max_leak_bytes, s.suppressed_bytes, s.failed_allocations, s.peak_bytes, alive);
+  write_output("", text);
   return kExitClean;
 }
 

@@ -32,7 +32,15 @@ int run_diff(const DiffOptions& o) {
       throw CliError(fmt::format("--fail-on-regression must be a percentage >= 0, not {}", *o.fail_on_regression));
     pct = o.fail_on_regression;
   }
-  an::ReportDiff d = an::diff_reports(run_report(o.base), run_report(o.next));
+  an::Report base = run_report(o.base), next = run_report(o.next);
+  // A comparison with a run that lost records would show what was lost as an improvement.
+  if (!o.allow_incomplete) {
+    std::string problem = integrity_error(base, "base");
+    std::string other = integrity_error(next, "new");
+    if (!other.empty()) problem += (problem.empty() ? "" : "; ") + other;
+    if (!problem.empty()) throw CliError(problem + "; --allow-incomplete compares them anyway");
+  }
+  an::ReportDiff d = an::diff_reports(base, next);
   write_output(o.output, o.format == "json" ? an::json_text(an::diff_json(d, pct)) : an::diff_text(d, pct));
   if (pct && an::is_regression(d, *pct)) {
     auto p = an::change_pct(d.base_peak, d.new_peak), l = an::change_pct(d.base_leaked, d.new_leaked);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli.h"
+#include "numbers.h"
 #include "gpumemshim/analyzer/errors.h"
 
 using namespace gpumemshim::cli;
@@ -36,6 +37,23 @@ int split_record_command(int argc, char** argv, std::vector<std::string>& comman
   return argc;
 }
 
+// The numeric flags, given as text: CLI11 would read "-1" into an unsigned as a huge number and
+// name neither the flag nor the value; numbers.h reads them strictly.
+struct NumericArgs {
+  std::string jobs, max_leak_bytes, max_growth, fail_on_regression;
+  CLI::Option *jobs_opt = nullptr, *max_leak_opt = nullptr, *max_growth_opt = nullptr, *fail_opt = nullptr;
+
+  void apply(ReportOptions& rep, CheckOptions& chk, DiffOptions& dif) const {
+    if (jobs_opt && jobs_opt->count()) rep.jobs = parse_count("--jobs", jobs, "number of cores");
+    if (max_leak_opt && max_leak_opt->count())
+      chk.max_leak_bytes = parse_count("--max-leak-bytes", max_leak_bytes, "byte count");
+    if (max_growth_opt && max_growth_opt->count())
+      chk.max_growth_bytes_per_step = parse_count("--max-growth-bytes-per-step", max_growth, "byte count");
+    if (fail_opt && fail_opt->count())
+      dif.fail_on_regression = parse_percent("--fail-on-regression", fail_on_regression);
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -51,13 +69,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> command_help;
   record->add_option("command", command_help, "the command and its arguments (after --)");
 
+  NumericArgs numbers;
   ReportOptions rep;
   auto* report = app.add_subcommand("report", "report leaks, failures and peaks of traces");
   report->add_option("traces", rep.traces, "trace files (one per process)")->required();
   report->add_option("--format", rep.format, "text, json or html")->capture_default_str();
   report->add_option("-o,--output", rep.output, "write the report to FILE");
   report->add_option("--suppressions", rep.suppressions, "LeakSanitizer-style suppressions file");
-  report->add_option("-j,--jobs", rep.jobs,
+  numbers.jobs_opt = report->add_option("-j,--jobs", numbers.jobs,
                      "cores to use (default: all): traces analysed at once, and with cores to spare "
                      "each trace's replay on a thread of its own");
   report->add_flag("-q,--quiet", rep.quiet, "no progress line on stderr");
@@ -66,11 +85,14 @@ int main(int argc, char** argv) {
   auto* check = app.add_subcommand("check", "exit 1 when the traces leak more than allowed");
   check->add_option("traces", chk.traces, "trace files (one per process)")->required();
   check->add_option("--suppressions", chk.suppressions, "LeakSanitizer-style suppressions file");
-  check->add_option("--max-leak-bytes", chk.max_leak_bytes, "leaked bytes allowed (default 0)")
-      ->capture_default_str();
-  check->add_option_function<uint64_t>(
-      "--max-growth-bytes-per-step", [&chk](const uint64_t& v) { chk.max_growth_bytes_per_step = v; },
+  numbers.max_leak_opt =
+      check->add_option("--max-leak-bytes", numbers.max_leak_bytes, "leaked bytes allowed (default 0)");
+  numbers.max_growth_opt = check->add_option(
+      "--max-growth-bytes-per-step", numbers.max_growth,
       "fail when a site grows by more than N bytes per step (default: growth never fails)");
+  check->add_flag("--allow-incomplete", chk.allow_incomplete,
+                  "judge incomplete, damaged or write-failed traces by what they recorded (exit 0/1) "
+                  "instead of refusing them (exit 2)");
   check->add_option("--junit", chk.junit, "also write the findings as JUnit XML to FILE");
   check->add_option("--sarif", chk.sarif, "also write the findings as SARIF 2.1.0 to FILE");
 
@@ -85,8 +107,11 @@ int main(int argc, char** argv) {
   auto* diff = app.add_subcommand("diff", "compare two runs: peak, leaks and the call sites that got worse");
   diff->add_option("base", dif.base, "trace of the base run")->required();
   diff->add_option("new", dif.next, "trace of the new run")->required();
-  diff->add_option("--fail-on-regression", dif.fail_on_regression,
-                   "exit 1 when peak or leaked bytes grew by more than PCT percent or a leak site appeared");
+  numbers.fail_opt = diff->add_option(
+      "--fail-on-regression", numbers.fail_on_regression,
+      "exit 1 when peak or leaked bytes grew by more than PCT percent or a leak site appeared");
+  diff->add_flag("--allow-incomplete", dif.allow_incomplete,
+                 "compare incomplete, damaged or write-failed traces instead of refusing them (exit 2)");
   diff->add_option("--format", dif.format, "text or json")->capture_default_str();
   diff->add_option("-o,--output", dif.output, "write the comparison to FILE");
 
@@ -111,6 +136,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    numbers.apply(rep, chk, dif);
     if (*record) {
       return run_record(rec);
     }

@@ -32,7 +32,8 @@ bool by_bytes_desc(const SiteGroup& a, const SiteGroup& b) {
 // Why a survivor is alive at the end, before the site-level verdict.
 enum class Origin : uint8_t {
   kCached,     // a caching allocator's segment (torch events in the trace)
-  kRegion,     // allocated inside an expect_no_leak region
+  kRegion,     // allocated inside an expect_no_leak region that was closed
+  kOpenRegion, // allocated inside one never closed (it ends with the trace)
   kNoSteps,    // the trace has no step markers
   kBeforeStep, // allocated before the first step marker
   kAfterStep,  // allocated after it: a leak only when the site accumulates survivors
@@ -107,7 +108,7 @@ std::map<RawKey, Survivors> raw_survivors(const Replay& replay) {
     else if (has_torch && !a.torch_block && (a.api == Api::kCudaMalloc || a.api == Api::kCuMemCreate))
       origin = Origin::kCached;
     else if (a.region != LiveAlloc::kNoRegion && a.region < regions.size()) {
-      origin = Origin::kRegion;
+      origin = regions[a.region].end_ns == UINT64_MAX ? Origin::kOpenRegion : Origin::kRegion;
       region = regions[a.region].name;
     } else if (!has_steps) origin = Origin::kNoSteps;
     else if (a.step == 0) origin = Origin::kBeforeStep;
@@ -165,12 +166,13 @@ struct Verdict {
   std::string reason;
 };
 
-// The verdict on a merged site by its origin: its kind and the reason for it.
-Verdict verdict(const SiteGroup& g, Origin origin, const Survivors& s) {
+// The verdict on a merged site of a trace whose process exited (End read): its kind and reason.
+Verdict verdict_at_exit(const SiteGroup& g, Origin origin, const Survivors& s) {
   switch (origin) {
     case Origin::kAddress: return {"unreleased", "address space still mapped or reserved at exit"};
     case Origin::kCached: return {"cached", "segment held by PyTorch's caching allocator"};
     case Origin::kRegion:
+    case Origin::kOpenRegion:
       return {"leak", fmt::format("allocated inside expect_no_leak region '{}' and alive at its end",
                                   g.region)};
     case Origin::kNoSteps: return {"leak", "alive at exit in a trace without step markers"};
@@ -186,9 +188,34 @@ Verdict verdict(const SiteGroup& g, Origin origin, const Survivors& s) {
                                   s.first_step, s.steps.size(), s.steps.size() == 1 ? "" : "s")};
 }
 
+// A trace without End stopped while the process still ran (killed, crashed): what was alive then
+// may have been freed a moment later, so nothing is "leaked at exit". Only a closed
+// expect_no_leak region still proves a leak: the buffer outlived the region's end.
+Verdict verdict_at_trace_end(const SiteGroup& g, Origin origin, const Survivors& s) {
+  constexpr const char* kWhy = "no End record: the process was killed, crashed or is still running";
+  switch (origin) {
+    case Origin::kAddress:
+      return {"unreleased", fmt::format("address space still mapped or reserved when the trace ended ({})", kWhy)};
+    case Origin::kCached:
+    case Origin::kRegion: return verdict_at_exit(g, origin, s);
+    case Origin::kOpenRegion:
+      return {"alive", fmt::format("alive when the trace ended, inside expect_no_leak region '{}' "
+                                   "that never closed ({})", g.region, kWhy)};
+    case Origin::kBeforeStep:
+      return {"retained", "allocated before the first step and alive when the trace ended"};
+    case Origin::kNoSteps:
+    case Origin::kAfterStep: break;
+  }
+  if (origin == Origin::kAfterStep && s.steps.size() < kAccumulatingSteps)
+    return {"retained", fmt::format("alive when the trace ended; allocated after step {}, but survivors "
+                                    "of only {} step{} at this site: not accumulating",
+                                    s.first_step, s.steps.size(), s.steps.size() == 1 ? "" : "s")};
+  return {"alive", fmt::format("alive when the trace ended ({}): not known to leak", kWhy)};
+}
+
 // The verdict, except that a library's own buffers are never the script's leak.
-void judge(SiteGroup& g, Origin origin, const Survivors& s) {
-  Verdict v = verdict(g, origin, s);
+void judge(SiteGroup& g, Origin origin, const Survivors& s, bool ended) {
+  Verdict v = ended ? verdict_at_exit(g, origin, s) : verdict_at_trace_end(g, origin, s);
   g.kind = v.kind;
   g.reason = std::move(v.reason);
   if (!g.owner.empty() && (origin == Origin::kNoSteps || origin == Origin::kBeforeStep ||
@@ -216,7 +243,7 @@ void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<Si
     g.count = s.count;
     g.device = s.mixed_devices ? -1 : s.device;
     g.first_time_ns = s.first_time;
-    judge(g, m.origin, s);
+    judge(g, m.origin, s, trace.integrity.ended);
     if (m.origin == Origin::kAddress) address_space.push_back(std::move(g));
     else leaks.push_back(std::move(g));
   }

@@ -26,7 +26,10 @@ Finding leak_finding(const SiteGroup& g, const FailPolicy& policy) {
   mark_suppressed(f, g);
   std::string where = site_label(f.stack);
   std::string api = api_label(g.torch_block, g.api);
-  const char* what = f.rule == "leak" ? "leaked" : f.rule == "cached" ? "held by a cache" : "alive at exit";
+  const char* what = f.rule == "leak"    ? "leaked"
+                     : f.rule == "cached" ? "held by a cache"
+                     : f.rule == "alive"  ? "alive when the trace ended (not a leak: the process did not exit)"
+                                          : "alive at exit";
   f.title = fmt::format("{}: {} in {} at {}", f.rule, human_bytes(f.bytes), plural(g.count, "allocation"), where);
   f.message = fmt::format("{} bytes ({}) {} in {} by {} at {}.", f.bytes, human_bytes(f.bytes), what,
                           plural(g.count, "allocation"), api.empty() ? "an allocation" : api, where);
@@ -110,7 +113,8 @@ void attach_advice(const Report& report, std::vector<Finding>& findings) {
       if (!a.action.empty()) text += (text.empty() ? "" : ": ") + a.action;
       text += fmt::format(" (evidence: {})", a.evidence);
       for (Finding& f : findings) {
-        std::string rule = f.rule == "cached" || f.rule == "retained" ? std::string("leak") : f.rule;
+        std::string rule =
+            f.rule == "cached" || f.rule == "retained" || f.rule == "alive" ? std::string("leak") : f.rule;
         if (a.finding == rule + ":" + f.id || a.finding == f.rule + ":" + f.id) f.advice.push_back(text);
       }
     }

@@ -93,6 +93,21 @@ json pct_json(uint64_t base, uint64_t next) {
   return p ? json(*p) : json(nullptr);
 }
 
+json verdict_json(const Verdict& v) {
+  return {{"status", v.status}, {"trusted", v.trusted}, {"problems", v.problems}};
+}
+
+// One line per trace of either side that is not clean: the comparison is only as good as them.
+std::string integrity_text(const ReportDiff& d) {
+  std::string out;
+  auto side = [&](const char* name, const Verdict& v) {
+    for (const std::string& p : v.problems) out += fmt::format("  WARNING: {} trace {}\n", name, p);
+  };
+  side("base", d.base_integrity);
+  side("new", d.new_integrity);
+  return out;
+}
+
 }  // namespace
 
 std::optional<double> change_pct(uint64_t base, uint64_t next) {
@@ -112,6 +127,8 @@ ReportDiff diff_reports(const Report& base, const Report& next) {
   ReportDiff d;
   d.base_traces = traces_of(base);
   d.new_traces = traces_of(next);
+  d.base_integrity = base.integrity;
+  d.new_integrity = next.integrity;
   d.base_peak = base.summary.peak_bytes;
   d.new_peak = next.summary.peak_bytes;
   d.base_leaked = base.summary.leaked_bytes;
@@ -134,8 +151,10 @@ json diff_json(const ReportDiff& d, std::optional<double> fail_pct) {
   for (const SiteChange& c : d.worse) worse.push_back(site_json(c));
   for (const SiteChange& c : d.better) better.push_back(site_json(c));
   return {{"schema", kDiffSchema},
-          {"base", {{"traces", d.base_traces}, {"peak_bytes", d.base_peak}, {"leaked_bytes", d.base_leaked}}},
-          {"new", {{"traces", d.new_traces}, {"peak_bytes", d.new_peak}, {"leaked_bytes", d.new_leaked}}},
+          {"base", {{"traces", d.base_traces}, {"peak_bytes", d.base_peak}, {"leaked_bytes", d.base_leaked},
+                    {"integrity", verdict_json(d.base_integrity)}}},
+          {"new", {{"traces", d.new_traces}, {"peak_bytes", d.new_peak}, {"leaked_bytes", d.new_leaked},
+                   {"integrity", verdict_json(d.new_integrity)}}},
           {"peak_change_pct", pct_json(d.base_peak, d.new_peak)},
           {"leaked_change_pct", pct_json(d.base_leaked, d.new_leaked)},
           {"new_leak_sites", d.new_leak_sites},
@@ -153,6 +172,7 @@ std::string diff_text(const ReportDiff& d, std::optional<double> fail_pct) {
     return s;
   };
   std::string out = fmt::format("gpumemshim diff: {} -> {}\n", join(d.base_traces), join(d.new_traces));
+  out += integrity_text(d);
   auto line = [&](const char* name, uint64_t b, uint64_t n) {
     out += fmt::format("  {:<7} {} -> {} ({}, {})\n", name, human_bytes(b), human_bytes(n),
                        signed_bytes(static_cast<int64_t>(n) - static_cast<int64_t>(b)), pct_text(b, n));

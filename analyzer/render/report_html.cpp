@@ -32,6 +32,8 @@ code,.frames{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
 .frames{white-space:pre}
 .legend span.sw{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}
 .muted{color:#777} .bad{color:#b00}
+.banner{border:2px solid #b00;background:#fff4f4;border-radius:6px;padding:8px 14px;margin:0 0 12px}
+.notes{border:1px solid #ccc;background:#f8f8f8;border-radius:6px;padding:6px 14px;margin:0 0 12px}
 svg text{font-size:11px;fill:#444}
 )";
 
@@ -97,6 +99,33 @@ std::string timeline_section(const Timeline& tl) {
   return out;
 }
 
+// Whether the findings can be trusted, above everything else: a warning for traces that are not
+// clean, notes for duplicates and traces without memory events.
+std::string integrity_banner(const Report& report) {
+  std::string out;
+  const Verdict& v = report.integrity;
+  if (!v.trusted) {
+    out += fmt::format("<div class=\"banner\" id=\"integrity\"><b class=\"bad\">Warning: {} of {} cannot be "
+                       "trusted in full ({}); the findings cover only what was recorded.</b><ul>\n",
+                       v.not_clean, esc(plural(report.processes.size(), "trace")), esc(v.status));
+    for (const ProcessReport& p : report.processes) {
+      if (p.integrity.clean) continue;
+      std::string write = p.integrity.write_error_text.empty()
+                              ? ""
+                              : " (the shim's write failed: " + p.integrity.write_error_text + ")";
+      out += fmt::format("<li><code>{}</code>: {}{}</li>\n", esc(p.trace), esc(p.integrity.detail), esc(write));
+    }
+    out += "</ul></div>\n";
+  }
+  std::vector<std::string> notes = report_notes(report);
+  if (!notes.empty()) {
+    out += "<div class=\"notes\">";
+    for (const std::string& n : notes) out += fmt::format("<p>Note: {}</p>", esc(n));
+    out += "</div>\n";
+  }
+  return out;
+}
+
 std::string process_section(const ProcessReport& p) {
   std::string out = fmt::format("<h3>pid {} rank {} \u2014 <code>{}</code></h3>\n", p.info.pid, p.info.rank,
                                 esc(p.info.command_line));
@@ -104,6 +133,9 @@ std::string process_section(const ProcessReport& p) {
   out += fmt::format("<p class=\"muted\">trace <code>{}</code>, {} events, {:.3f} s{}{}</p>\n", esc(p.trace),
                      p.stats.events(), p.duration_s, p.truncated ? ", <span class=\"bad\">truncated</span>" : "",
                      p.clean_exit ? "" : ", <span class=\"bad\">no clean exit</span>");
+  out += fmt::format("<p class=\"{}\">integrity: {}</p>\n", p.integrity.clean ? "muted" : "bad",
+                     esc(p.integrity.clean ? p.integrity.name : p.integrity.detail));
+  if (p.no_memory_events) out += "<p class=\"muted\">No CUDA memory events were recorded.</p>\n";
   out += "<table><tr><th>peak</th><th>leaked</th><th>allocations</th><th>frees</th><th>failed</th><th>steps</th></tr><tr>";
   out += bytes_cell(s.peak_bytes) + bytes_cell(s.leaked_bytes);
   out += fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr></table>\n",
@@ -214,7 +246,9 @@ std::string report_html(const Report& report) {
   std::string out = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                     "<title>gpumemshim report</title>\n<style>";
   out += kStyle;
-  out += "</style></head><body>\n<h1>gpumemshim report</h1>\n<div class=\"cards\">";
+  out += "</style></head><body>\n<h1>gpumemshim report</h1>\n";
+  out += integrity_banner(report);
+  out += "<div class=\"cards\">";
   out += fmt::format("<div class=\"card\">processes<b>{}</b></div>", report.processes.size());
   out += fmt::format("<div class=\"card\">peak device memory<b>{}</b></div>", esc(human_bytes(summary.peak_bytes)));
   out += fmt::format("<div class=\"card\">leaked<b class=\"{}\">{}</b></div>", summary.leaked_bytes ? "bad" : "",

@@ -60,6 +60,8 @@ json summary_json(const Summary& s) {
           {"suppressed_bytes", s.suppressed_bytes},
           {"suppressed_allocations", s.suppressed_allocations},
           {"retained_bytes", s.retained_bytes},
+          {"alive_at_trace_end_bytes", s.alive_at_trace_end_bytes},
+          {"alive_at_trace_end_allocations", s.alive_at_trace_end_allocations},
           {"cached_bytes", s.cached_bytes},
           {"markers", s.markers},
           {"steps", s.steps},
@@ -156,6 +158,37 @@ json fragmentation_json(const DeviceFragmentation& d) {
           {"ooms", std::move(ooms)}};
 }
 
+json integrity_json(const Integrity& i) {
+  return {{"status", i.name},
+          {"clean", i.clean},
+          {"checked", i.checked},
+          {"ended", i.ended},
+          {"detail", i.detail},
+          {"write_error", i.write_error},
+          {"write_error_text", i.write_error_text},
+          {"blocks", i.blocks},
+          {"damaged_blocks", i.damaged_blocks},
+          {"missing_blocks", i.missing_blocks},
+          {"skipped_bytes", i.skipped_bytes},
+          {"records_lost", i.records_lost},
+          {"records_lost_exact", i.records_lost_exact},
+          {"first_problem_offset", i.first_problem_offset},
+          {"truncated", i.truncated}};
+}
+
+json verdict_json(const Report& report) {
+  const Verdict& v = report.integrity;
+  json duplicates = json::array();
+  for (const Duplicate& d : report.duplicates)
+    duplicates.push_back({{"trace", d.trace}, {"same_as", d.same_as}, {"why", d.why}});
+  return {{"status", v.status},
+          {"trusted", v.trusted},
+          {"traces", report.processes.size()},
+          {"not_clean", v.not_clean},
+          {"problems", v.problems},
+          {"duplicates", std::move(duplicates)}};
+}
+
 json process_json(const ProcessReport& p) {
   json devices = json::array();
   for (const DeviceInfo& d : p.devices)
@@ -177,6 +210,8 @@ json process_json(const ProcessReport& p) {
           {"events", p.stats.events()},
           {"truncated", p.truncated},
           {"clean_exit", p.clean_exit},
+          {"integrity", integrity_json(p.integrity)},
+          {"no_memory_events", p.no_memory_events},
           {"duration_s", p.duration_s},
           {"summary", std::move(process_summary)},
           {"devices", std::move(devices)},
@@ -262,6 +297,8 @@ json report_json(const Report& report) {
   summary["by_api"] = by_api_json(all_stats);
   // Moved in: a copy of the leaks alone is tens of thousands of frame objects.
   json out = {{"schema", kReportSchema},
+              {"integrity", verdict_json(report)},
+              {"notes", report_notes(report)},
               {"processes", std::move(processes)},
               {"summary", std::move(summary)},
               {"leaks", std::move(leaks)},

@@ -34,6 +34,29 @@ std::string testcase(const Finding& f) {
   return out;
 }
 
+// One testcase for the traces that are not clean: the findings of such a run are not the whole
+// story, so CI shows it as a failure unless --allow-incomplete accepted it.
+std::string integrity_testcase(const Report& report, const FailPolicy& policy, size_t& failures) {
+  const Verdict& v = report.integrity;
+  if (v.trusted) return {};
+  std::string message = fmt::format("{} of {} cannot be trusted in full ({})", v.not_clean,
+                                    plural(report.processes.size(), "trace"), v.status);
+  std::string body;
+  for (const std::string& p : v.problems) body += p + "\n";
+  for (const ProcessReport& p : report.processes)
+    if (!p.integrity.write_error_text.empty())
+      body += fmt::format("{}: the shim's write failed: {}\n", p.trace, p.integrity.write_error_text);
+  std::string out = "    <testcase" + attr("name", "trace integrity") + attr("classname", "gpumemshim.integrity") +
+                    attr("time", "0") + ">\n";
+  if (policy.allow_incomplete) {
+    body += "Accepted with --allow-incomplete: the findings cover only what was recorded.\n";
+    return out + "      <system-out>" + xml_escape(body, false) + "</system-out>\n    </testcase>\n";
+  }
+  ++failures;
+  return out + "      <failure" + attr("message", message) + attr("type", "gpumemshim.integrity") + ">" +
+         xml_escape(message + "\n" + body, false) + "</failure>\n    </testcase>\n";
+}
+
 }  // namespace
 
 std::string report_junit(const Report& report, const FailPolicy& policy) {
@@ -44,7 +67,9 @@ std::string report_junit(const Report& report, const FailPolicy& policy) {
     failures += f.fails ? 1 : 0;
     cases += testcase(f);
   }
-  size_t tests = findings.size();
+  std::string integrity = integrity_testcase(report, policy, failures);
+  cases = integrity + cases;
+  size_t tests = findings.size() + (integrity.empty() ? 0 : 1);
   if (failures == 0) {
     std::string name = fmt::format("gpumemshim check passed: {} bytes leaked, peak {} bytes",
                                    report.summary.leaked_bytes, report.summary.peak_bytes);
@@ -67,8 +92,12 @@ std::string report_junit(const Report& report, const FailPolicy& policy) {
          attr("hostname", host.empty() ? "localhost" : host) + ">\n";
   out += "    <properties>\n      <property" + attr("name", "traces") + attr("value", traces) + "/>\n" +
          "      <property" + attr("name", "schema") + attr("value", kReportSchema) +
+         "/>\n      <property" + attr("name", "integrity") + attr("value", report.integrity.status) +
          "/>\n    </properties>\n";
   out += cases;
+  std::string notes;
+  for (const std::string& n : report_notes(report)) notes += "note: " + n + "\n";
+  if (!notes.empty()) out += "    <system-out>" + xml_escape(notes, false) + "</system-out>\n";
   out += "  </testsuite>\n</testsuites>\n";
   return out;
 }

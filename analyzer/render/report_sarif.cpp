@@ -23,7 +23,7 @@ struct Rule {
 };
 
 // Every finding kind has a rule, used or not, so rule indices stay stable.
-constexpr std::array<Rule, 7> kRules{{
+constexpr std::array<Rule, 8> kRules{{
     {"leak", "GpuMemoryLeak",
      "GPU memory alive at exit that no cache holds and that was not made before the first step: a leak."},
     {"cached", "CachedGpuMemory", "GPU memory held by a caching allocator's cache at exit: not a leak."},
@@ -34,6 +34,9 @@ constexpr std::array<Rule, 7> kRules{{
      "An allocation ran out of memory while the device had enough free memory in total."},
     {"oom", "GpuAllocationFailed", "A GPU memory allocation failed."},
     {"unreleased", "UnreleasedAddressSpace", "A virtual address reservation or mapping was never released."},
+    {"alive", "GpuMemoryAliveAtTraceEnd",
+     "GPU memory alive when a trace without an End record stopped (the process was killed or crashed): "
+     "not known to leak."},
 }};
 
 size_t rule_index(const std::string& kind) {
@@ -44,7 +47,8 @@ size_t rule_index(const std::string& kind) {
 
 std::string level(const Finding& f) {
   if (f.fails) return "error";
-  if (f.suppressed || f.rule == "cached" || f.rule == "retained" || f.rule == "unreleased") return "note";
+  if (f.suppressed || f.rule == "cached" || f.rule == "retained" || f.rule == "unreleased" || f.rule == "alive")
+    return "note";
   return "warning";
 }
 
@@ -91,6 +95,28 @@ json result(const Finding& f) {
   return r;
 }
 
+// Whether the run's input could be trusted: an error per trace that is not clean (its findings are
+// not the whole story), a note for each of the report's notes.
+json invocation(const Report& report) {
+  json notifications = json::array();
+  for (const ProcessReport& p : report.processes) {
+    if (p.integrity.clean) continue;
+    std::string text = "trace " + p.trace + ": " + p.integrity.detail;
+    if (!p.integrity.write_error_text.empty()) text += " (the shim's write failed: " + p.integrity.write_error_text + ")";
+    notifications.push_back({{"level", "error"},
+                             {"message", {{"text", text}}},
+                             {"descriptor", {{"id", "gpumemshim/integrity"}}},
+                             {"locations", json::array({{{"physicalLocation",
+                                                          {{"artifactLocation", {{"uri", file_uri(p.trace)}}}}}}})},
+                             {"properties", {{"integrity", p.integrity.name}}}});
+  }
+  for (const std::string& n : report_notes(report))
+    notifications.push_back({{"level", "note"}, {"message", {{"text", n}}}, {"descriptor", {{"id", "gpumemshim/note"}}}});
+  return {{"executionSuccessful", report.integrity.trusted},
+          {"toolExecutionNotifications", std::move(notifications)},
+          {"properties", {{"integrity", report.integrity.status}}}};
+}
+
 }  // namespace
 
 json report_sarif(const Report& report, const FailPolicy& policy) {
@@ -110,6 +136,7 @@ json report_sarif(const Report& report, const FailPolicy& policy) {
                                     {"version", GPUMEMSHIM_VERSION_STRING},
                                     {"rules", rules}}}}},
               {"results", results},
+              {"invocations", json::array({invocation(report)})},
               {"artifacts", artifacts},
               {"columnKind", "unicodeCodePoints"}};
   return {{"version", "2.1.0"}, {"$schema", kSarifSchema}, {"runs", json::array({run})}};

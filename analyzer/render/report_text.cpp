@@ -94,6 +94,9 @@ void summary_text(std::string& out, const Summary& s, const char* indent) {
   out += fmt::format("{}unmatched frees:    {}\n", indent, s.unmatched_frees);
   if (s.retained_bytes) out += fmt::format("{}retained:           {}\n", indent, bytes_str(s.retained_bytes));
   if (s.cached_bytes) out += fmt::format("{}cached:             {}\n", indent, bytes_str(s.cached_bytes));
+  if (s.alive_at_trace_end_allocations)
+    out += fmt::format("{}alive when the trace ended (not leaks): {} in {}\n", indent,
+                       bytes_str(s.alive_at_trace_end_bytes), plural(s.alive_at_trace_end_allocations, "allocation"));
   out += fmt::format("{}peak device memory: {}\n", indent, bytes_str(s.peak_bytes));
   out += fmt::format("{}leaked:             {} in {} allocation{}\n", indent, bytes_str(s.leaked_bytes),
                      s.leaked_allocations, s.leaked_allocations == 1 ? "" : "s");
@@ -151,10 +154,41 @@ std::string ranks_text(const Ranks& r) {
   return out;
 }
 
+// At the top: whether the findings can be trusted, before anything else is read.
+std::string integrity_banner(const Report& report) {
+  std::string out;
+  const Verdict& v = report.integrity;
+  if (!v.trusted) {
+    out += fmt::format("WARNING: gpumemshim: {} of {} cannot be trusted in full ({}): the findings "
+                       "cover only what was recorded\n",
+                       v.not_clean, plural(report.processes.size(), "trace"), v.status);
+    for (const ProcessReport& p : report.processes) {
+      if (p.integrity.clean) continue;
+      out += fmt::format("WARNING: trace {}: {}\n", p.trace, p.integrity.detail);
+      if (!p.integrity.write_error_text.empty() &&
+          p.integrity.detail.find(p.integrity.write_error_text) == std::string::npos)
+        out += fmt::format("WARNING: trace {}: the shim's write failed: {}\n", p.trace,
+                           p.integrity.write_error_text);
+    }
+  }
+  for (const std::string& note : report_notes(report)) out += fmt::format("note: {}\n", note);
+  return out.empty() ? out : out + "\n";
+}
+
+void integrity_lines(std::string& out, const ProcessReport& p) {
+  const Integrity& i = p.integrity;
+  if (i.clean)
+    out += fmt::format("   integrity: {}{}\n", i.name,
+                       i.status == IntegrityStatus::kUnchecked ? " (note: this format has no checksums)" : "");
+  else
+    out += fmt::format("   integrity: {}\n", i.detail);
+  if (p.no_memory_events) out += "   note: no CUDA memory events were recorded\n";
+}
+
 }  // namespace
 
 std::string report_text(const Report& report) {
-  std::string out;
+  std::string out = integrity_banner(report);
   for (const ProcessReport& p : report.processes) {
     out += fmt::format("== gpumemshim: pid {} ({}), {:.3f} s, {} events, trace {}{}{}\n", p.info.pid,
                        p.info.command_line.empty() ? "?" : p.info.command_line, p.duration_s,
@@ -163,6 +197,7 @@ std::string report_text(const Report& report) {
                        p.clean_exit ? "" : " [no clean exit]");
     if (p.info.rank >= 0 || !p.info.host.empty())
       out += fmt::format("   host {}, rank {}, ppid {}\n", p.info.host, p.info.rank, p.info.ppid);
+    integrity_lines(out, p);
     summary_text(out, p.summary, "   ");
     out += fmt::format("   markers: {} (steps: {}, ranges: {})\n", p.summary.markers, p.summary.steps,
                        p.summary.ranges);
@@ -170,6 +205,7 @@ std::string report_text(const Report& report) {
     for (const SiteGroup& g : p.leaks) {
       std::string label = g.kind == "cached" ? "CACHED (allocator segment)"
                           : g.kind == "retained" ? "RETAINED"
+                          : g.kind == "alive"    ? "ALIVE WHEN THE TRACE ENDED"
                                                  : "LEAK";
       if (g.suppressed) label = "SUPPRESSED " + label;
       group_text(out, g, label.c_str());

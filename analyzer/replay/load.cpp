@@ -282,6 +282,8 @@ LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& sit
   Loader loader(t, path, site_groups, replay_thread);
   reading_trace([&] { reader.read(loader); });
   loader.finish(reader.counts());
+  t.integrity = reader.integrity();
+  t.version = reader.version();
   return t;
 }
 

@@ -43,6 +43,8 @@ struct LoadedTrace {
   bool truncated = false;   // the file ends inside a record: read up to there
   uint64_t truncated_at = 0;
   bool clean_exit = false;  // an End record was read
+  format::TraceIntegrity integrity;  // what the reader vouches for, once the read is done
+  format::Version version;
   uint64_t end_time_ns = 0;
   double duration_s() const;
 };

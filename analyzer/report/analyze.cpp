@@ -11,6 +11,7 @@
 #include "findings/timeline.h"
 #include "replay/parallel.h"
 #include "report/analysis.h"
+#include "report/integrity.h"
 #include "report/stack_view.h"
 
 namespace gpumemshim::analyzer {
@@ -34,6 +35,8 @@ void add(Summary& total, const Summary& s) {
   total.suppressed_bytes += s.suppressed_bytes;
   total.suppressed_allocations += s.suppressed_allocations;
   total.retained_bytes += s.retained_bytes;
+  total.alive_at_trace_end_bytes += s.alive_at_trace_end_bytes;
+  total.alive_at_trace_end_allocations += s.alive_at_trace_end_allocations;
   total.cached_bytes += s.cached_bytes;
   total.markers += s.markers;
   total.steps += s.steps;
@@ -95,6 +98,7 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
                             Suppressions* suppressions, StackView* shared_stacks) {
   ProcessReport p;
   p.trace = trace.path;
+  p.integrity = integrity_of(trace.integrity, trace.version);
   p.info = trace.process;
   p.devices = trace.devices;
   p.attributes = trace.attributes;
@@ -107,6 +111,7 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   p.summary.ranges = trace.markers.range_pushes();
   p.markers = trace.markers.sorted();
   p.markers_dropped = trace.markers.dropped();
+  p.no_memory_events = has_no_memory_events(p);
 
   std::optional<StackView> own_stacks;
   if (shared_stacks == nullptr) own_stacks.emplace(trace, options.max_frames);
@@ -119,6 +124,15 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   for (SiteGroup& g : p.leaks) {
     if (g.kind == "cached") {
       p.summary.cached_bytes += g.bytes;
+      continue;
+    }
+    // What was alive when an unended trace stopped is silenced by the leak: entries that would
+    // have named it, but it is never counted as leaked or suppressed.
+    if (g.kind == "alive") {
+      if (!suppress(suppressions, "leak", g, g.bytes)) {
+        p.summary.alive_at_trace_end_bytes += g.bytes;
+        p.summary.alive_at_trace_end_allocations += g.count;
+      }
       continue;
     }
     if (suppress(suppressions, g.kind, g, g.bytes)) {
@@ -151,38 +165,64 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   return p;
 }
 
+namespace {
+
+// Each trace counted its suppression hits in its own copy (inputs[k] is report.processes[k]'s);
+// the hits of the traces kept are summed into the report.
+void sum_suppression_hits(Report& report, const Suppressions& given,
+                          const std::vector<Suppressions>& per_trace, const std::vector<size_t>& inputs) {
+  report.suppressions_used = given.entries();
+  for (size_t i : inputs) {
+    const Suppressions& s = per_trace[i];
+    for (size_t k = 0; k < s.entries().size(); ++k) {
+      report.suppressions_used[k].hit_count += s.entries()[k].hit_count - given.entries()[k].hit_count;
+      report.suppressions_used[k].hit_bytes += s.entries()[k].hit_bytes - given.entries()[k].hit_bytes;
+    }
+  }
+}
+
+// The distinct files among paths; the others go to report.duplicates.
+std::vector<size_t> distinct_files(const std::vector<std::string>& paths, Report& report) {
+  std::vector<size_t> first = first_same_file(paths), out;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (first[i] == i) out.push_back(i);
+    else report.duplicates.push_back(Duplicate{paths[i], paths[first[i]], "the same file"});
+  }
+  return out;
+}
+
+}  // namespace
+
 // Traces are loaded and analysed on every core (parallel.h), results kept in input order. Each
-// trace counts its suppression hits in its own copy; the counts are summed afterwards.
+// trace counts its suppression hits in its own copy; the counts are summed afterwards. A trace
+// given twice (the same file, or a copy of the same recording) is analysed once.
 Report analyze(const std::vector<std::string>& paths, const AnalyzeOptions& options) {
   Report report;
-  report.processes.resize(paths.size());
-  std::vector<Suppressions> suppressions(options.suppressions ? paths.size() : 0);
+  std::vector<size_t> inputs = distinct_files(paths, report);
+  report.processes.resize(inputs.size());
+  std::vector<Suppressions> suppressions(options.suppressions ? inputs.size() : 0);
   uint64_t total_bytes = 0;
-  for (const std::string& path : paths) total_bytes += file_size_or_zero(path);
-  Progress progress(paths.size(), total_bytes, options.progress && Progress::stderr_is_tty());
+  for (size_t i : inputs) total_bytes += file_size_or_zero(paths[i]);
+  Progress progress(inputs.size(), total_bytes, options.progress && Progress::stderr_is_tty());
   // Fewer traces than cores: each one's replay gets a thread of its own (load.h).
   const size_t cores = worker_count(options.jobs, SIZE_MAX);  // the workers of unlimited traces
-  const bool replay_thread = cores >= 2 * worker_count(options.jobs, paths.size());
-  parallel_for(paths.size(), options.jobs, [&](size_t i) {
-    if (options.suppressions) suppressions[i] = *options.suppressions;
-    LoadedTrace trace = load_trace(paths[i], {}, replay_thread);
-    report.processes[i] =
-        analyze_trace(trace, options, options.suppressions ? &suppressions[i] : nullptr);
+  const bool replay_thread = cores >= 2 * worker_count(options.jobs, inputs.size());
+  parallel_for(inputs.size(), options.jobs, [&](size_t k) {
+    if (options.suppressions) suppressions[k] = *options.suppressions;
+    LoadedTrace trace = load_trace(paths[inputs[k]], {}, replay_thread);
+    report.processes[k] =
+        analyze_trace(trace, options, options.suppressions ? &suppressions[k] : nullptr);
     progress.add_bytes(trace.stats.file_bytes);
     progress.trace_done();
   });
+  std::vector<size_t> kept(inputs.size());
+  for (size_t k = 0; k < kept.size(); ++k) kept[k] = k;
+  drop_same_recordings(report, kept);
   advise_shared_devices(report);
   for (const ProcessReport& p : report.processes) add(report.summary, p.summary);
-  if (options.suppressions) {
-    report.suppressions_used = options.suppressions->entries();
-    const std::vector<Suppression>& given = options.suppressions->entries();
-    for (const Suppressions& s : suppressions)
-      for (size_t k = 0; k < s.entries().size(); ++k) {
-        report.suppressions_used[k].hit_count += s.entries()[k].hit_count - given[k].hit_count;
-        report.suppressions_used[k].hit_bytes += s.entries()[k].hit_bytes - given[k].hit_bytes;
-      }
-  }
+  if (options.suppressions) sum_suppression_hits(report, *options.suppressions, suppressions, kept);
   report.ranks = compute_ranks(report);
+  report.integrity = verdict_of(report.processes);
   return report;
 }
 

@@ -90,7 +90,7 @@ def test_fork_children_are_reported_next_to_their_parent(run):
 
 def many_traces(run):
     traces = run_ranks(run, range(6), LEAK_RANK=4, STEPS=5)
-    return traces + traces[:2]  # the same file twice is two processes as far as the report knows
+    return traces + traces[:2]  # the same file twice: analysed once, the repeats noted
 
 
 def test_parallel_analysis_equals_sequential(run):
@@ -106,7 +106,10 @@ def test_parallel_analysis_equals_sequential(run):
     assert outputs[("1", "json")] == outputs[("3", "json")] == outputs[("8", "json")] == default.stdout
     assert outputs[("1", "text")] == outputs[("3", "text")] == outputs[("8", "text")]
     report = json.loads(outputs[("3", "json")])
-    assert [p["trace"] for p in report["processes"]] == [str(t) for t in traces]  # input order
+    assert [p["trace"] for p in report["processes"]] == [str(t) for t in traces[:6]]  # input order
+    assert [(d["trace"], d["same_as"]) for d in report["integrity"]["duplicates"]] == [
+        (str(traces[6]), str(traces[0])), (str(traces[7]), str(traces[1]))]
+    assert len(report["notes"]) == 2 and "counted once" in report["notes"][0]
     assert report["summary"]["leaked_bytes"] == MIB
 
 
@@ -151,7 +154,7 @@ def test_progress_only_on_a_terminal_and_never_in_the_json(run):
     traces = many_traces(run)
     out, err = report_with_stderr_on_a_terminal(run, "--format", "json", *traces,
                                                 GPUMEMSHIM_PROGRESS_DELAY_MS="0")
-    assert "analysing" in err and f"/{len(traces)} traces" in err
+    assert "analysing" in err and f"/{len(set(traces))} traces" in err  # each file once
     json.loads(out)  # stdout stays pure JSON
     out_quiet, err_quiet = report_with_stderr_on_a_terminal(run, "--format", "json", "--quiet", *traces,
                                                             GPUMEMSHIM_PROGRESS_DELAY_MS="0")

@@ -20,7 +20,9 @@ struct AnalyzeOptions {
   bool timelines = false;
 };
 
-// Throws TraceError for an unusable trace. processes[i] is paths[i].
+// Throws TraceError for an unusable trace. processes are the distinct traces of paths, in their
+// order: a path given twice, a link to another one or a copy of the same recording is analysed
+// once and listed in Report::duplicates.
 Report analyze(const std::vector<std::string>& paths, const AnalyzeOptions& options = {});
 
 }  // namespace gpumemshim::analyzer

@@ -34,13 +34,17 @@ std::string json_text(const nlohmann::json& value, int indent = 2);
 struct FailPolicy {
   bool leaks_over_limit = false;  // summary.leaked_bytes > --max-leak-bytes
   std::optional<double> max_growth_bytes_per_step;  // unset: growth never fails
+  // --allow-incomplete: traces that are not clean are reported, not failed.
+  bool allow_incomplete = false;
 };
 
 // JUnit XML (the Surefire/Jenkins dialect): one testcase per finding, failing where the finding
-// fails `check`, and one passing testcase when nothing fails.
+// fails `check`, and one passing testcase when nothing fails. Traces that are not clean give a
+// testcase "trace integrity", failing unless policy.allow_incomplete.
 std::string report_junit(const Report& report, const FailPolicy& policy);
 // SARIF 2.1.0: one result per finding, located at its innermost user frame, the whole stack as a
-// code flow.
+// code flow. Each trace that is not clean is a tool execution notification of level "error"
+// (runs[0].invocations[0].toolExecutionNotifications); the report's notes are level "note".
 nlohmann::json report_sarif(const Report& report, const FailPolicy& policy);
 
 // ---- `gpumemshim diff BASE NEW` ----
@@ -61,6 +65,7 @@ struct SiteChange {
 
 struct ReportDiff {
   std::vector<std::string> base_traces, new_traces;
+  Verdict base_integrity, new_integrity;  // whether each side can be trusted
   uint64_t base_peak = 0, new_peak = 0;
   uint64_t base_leaked = 0, new_leaked = 0;
   bool peak_sites_known = false;    // both reports had per-process timelines

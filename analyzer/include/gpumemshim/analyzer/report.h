@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "gpumemshim/format/records.h"
+#include "gpumemshim/format/trace_reader.h"
 
 namespace gpumemshim::analyzer {
 
 using format::Api;
+using format::IntegrityStatus;
 using format::MemoryKind;
 
 inline constexpr const char* kReportSchema = "gpumemshim-report/1";
@@ -100,6 +102,9 @@ struct Summary {
   uint64_t suppressed_bytes = 0;
   uint64_t suppressed_allocations = 0;
   uint64_t retained_bytes = 0;      // kind "retained" (made before the first step), unsuppressed
+  // kind "alive": alive when an incomplete trace (no End) stopped; never counted as leaked
+  uint64_t alive_at_trace_end_bytes = 0;
+  uint64_t alive_at_trace_end_allocations = 0;
   uint64_t cached_bytes = 0;        // kind "cached" (a caching allocator's segments at the end)
   uint64_t markers = 0;
   uint64_t steps = 0;
@@ -122,7 +127,8 @@ struct SiteGroup {
   std::string id;            // stable short hex hash of the symbolized stack + api
   std::string kind;          // "leak" (fails check), "cached" (a caching allocator's segment in a
                              // trace with torch events), "retained" (made before the first step,
-                             // or not accumulating); address space: "unreleased"
+                             // or not accumulating), "alive" (alive when a trace without End
+                             // stopped: the process did not exit); address space: "unreleased"
   std::string reason;        // one sentence: why it is (not) a leak
   std::string region;        // the expect_no_leak region it was allocated in, if that decided it
   std::string owner;         // a library whose own buffers these are ("nccl"), else empty
@@ -325,8 +331,34 @@ struct Suppression {
   uint64_t hit_bytes = 0;
 };
 
+// What the trace reader could vouch for in one trace (format's TraceIntegrity, with its name and
+// the text of the shim's write error), so that every output can say whether to trust it.
+struct Integrity {
+  IntegrityStatus status = IntegrityStatus::kUnchecked;
+  std::string name;    // integrity_name(): "complete", "unchecked (format 2)", "incomplete", ...
+  bool clean = true;   // complete or unchecked: the process ended and nothing known is missing
+  bool checked = false;
+  bool ended = false;  // an End record was read
+  std::string detail;  // one line, empty when clean
+  uint32_t write_error = 0;
+  std::string write_error_text;  // strerror(write_error); empty when there was none
+  uint64_t blocks = 0;
+  uint64_t damaged_blocks = 0;
+  uint64_t missing_blocks = 0;
+  uint64_t skipped_bytes = 0;
+  uint64_t records_lost = 0;
+  bool records_lost_exact = false;
+  uint64_t first_problem_offset = 0;
+  bool truncated = false;
+};
+
+// Integrity from the reader's own value; version names unchecked traces ("unchecked (format 2)").
+Integrity integrity_of(const format::TraceIntegrity& t, format::Version version);
+
 struct ProcessReport {
   std::string trace;
+  Integrity integrity;
+  bool no_memory_events = false;  // no allocation, free, failure or torch event was recorded
   ProcessInfo info;
   std::vector<DeviceInfo> devices;
   std::vector<std::pair<std::string, std::string>> attributes;
@@ -353,14 +385,36 @@ struct ProcessReport {
   std::optional<Timeline> timeline;      // made when AnalyzeOptions::timelines asks for it
 };
 
+// A trace left out because another one given is the same recording: the same file (a path given
+// twice, a hard or soft link) or a copy of it (same host, pid and process start time).
+struct Duplicate {
+  std::string trace;
+  std::string same_as;  // the trace that was analysed
+  std::string why;      // "the same file" or "the same recording"
+};
+
+// The verdict over every trace: can the report be trusted?
+struct Verdict {
+  IntegrityStatus worst = IntegrityStatus::kComplete;
+  std::string status;     // the name of the worst trace's integrity
+  bool trusted = true;    // every trace is clean
+  size_t not_clean = 0;   // traces that are incomplete, damaged or write-failed
+  std::vector<std::string> problems;  // "<trace>: <detail>", one per trace that is not clean
+};
+
 struct Report {
-  std::vector<ProcessReport> processes;
+  std::vector<ProcessReport> processes;  // one per distinct trace, in the order given
+  Verdict integrity;
+  std::vector<Duplicate> duplicates;
   // Sums over processes. peak_bytes is the sum of per-process peaks (an upper bound of the
   // simultaneous peak: processes are not aligned in time).
   Summary summary;
   std::vector<Suppression> suppressions_used;  // with hit counts, when suppressions were given
   Ranks ranks;  // per rank and the imbalance between ranks, with 2 or more processes
 };
+
+// The notes every output shows: duplicates counted once, traces with no memory events.
+std::vector<std::string> report_notes(const Report& report);
 
 // All unsuppressed findings that fail `check` (kind "leak"), or every leak entry of any kind
 // when include_suppressed (the report's list), bytes descending.

@@ -19,7 +19,8 @@ class Suppressions {
  public:
   // Throws std::invalid_argument("<file>:<line>: <reason>") on a bad line.
   static Suppressions parse(std::string_view text, const std::string& file_name);
-  // Throws std::invalid_argument("<file>: cannot read: <reason>") too.
+  // Throws std::invalid_argument("<file>: <reason>") too: unreadable, not a regular file, or not
+  // text (a NUL byte or invalid UTF-8).
   static Suppressions load(const std::string& path);
 
   // The index of the first matching leak suppression, or -1.
