@@ -49,6 +49,10 @@ std::string stats_text(const std::vector<std::string>& paths) {
     out += fmt::format("  truncated        {}\n",
                        t.truncated ? fmt::format("yes (at byte {})", t.truncated_at) : std::string("no"));
     out += fmt::format("  clean exit       {}\n", t.clean_exit ? "yes" : "no (no End record)");
+    const Integrity integrity = integrity_of(t.integrity, t.version);
+    out += fmt::format("  integrity        {}\n", integrity.clean ? integrity.name : integrity.detail);
+    if (!integrity.write_error_text.empty())
+      out += fmt::format("  write error      {} (errno {})\n", integrity.write_error_text, integrity.write_error);
     out += fmt::format("  order window     {} events (the most held at once to replay in time order)\n",
                        s.max_order_window);
     out += fmt::format("  stacks           {} unique\n", t.stacks.size());
