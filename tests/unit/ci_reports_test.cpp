@@ -7,6 +7,7 @@
 #include "gpumemshim/analyzer/render.h"
 #include "render/ci_findings.h"
 #include "render/escape.h"
+#include "report/integrity.h"
 
 namespace an = gpumemshim::analyzer;
 using nlohmann::json;
@@ -141,4 +142,104 @@ TEST(Junit, EscapesMarkupAndControlCharacters) {
 TEST(Sarif, FileUrisArePercentEncoded) {
   EXPECT_EQ(an::file_uri("/a b/c#d.py"), "file:///a%20b/c%23d.py");
   EXPECT_EQ(an::file_uri("rel/x.cpp"), "rel/x.cpp");
+}
+
+namespace {
+
+// Two traces the format-3 reader would flag: one with damaged blocks, one whose shim's write failed
+// (ENOSPC), made by hand so that every writer is tested on them.
+an::Report untrusted_report() {
+  an::Report r = report();
+  an::ProcessReport& damaged = r.processes[0];
+  damaged.integrity.status = an::IntegrityStatus::kDamaged;
+  damaged.integrity.name = "damaged";
+  damaged.integrity.clean = false;
+  damaged.integrity.checked = true;
+  damaged.integrity.ended = true;
+  damaged.integrity.damaged_blocks = 2;
+  damaged.integrity.records_lost = 1234;
+  damaged.integrity.detail = "damaged: 2 blocks failed their checksum at offset 4096 (1234 records lost)";
+  an::ProcessReport& failed = r.processes.emplace_back();
+  failed.trace = "/t/full.trace";
+  failed.info.pid = 8;
+  failed.integrity = an::integrity_of(
+      gpumemshim::format::TraceIntegrity{.status = an::IntegrityStatus::kWriteFailed,
+                                         .checked = true,
+                                         .write_error = 28,
+                                         .detail = "write-failed: the shim could not write every record"},
+      gpumemshim::format::Version{3, 0});
+  r.integrity = an::verdict_of(r.processes);
+  return r;
+}
+
+}  // namespace
+
+TEST(Integrity, VerdictIsTheWorstTrace) {
+  an::Report r = untrusted_report();
+  EXPECT_FALSE(r.integrity.trusted);
+  EXPECT_EQ(r.integrity.not_clean, 2u);
+  EXPECT_EQ(r.integrity.status, "write-failed");
+  EXPECT_EQ(r.processes[1].integrity.write_error_text, "No space left on device");
+  EXPECT_TRUE(an::verdict_of({}).trusted);
+}
+
+TEST(Integrity, EveryWriterShowsDamagedAndWriteFailedTraces) {
+  const an::Report r = untrusted_report();
+  const std::string text = an::report_text(r);
+  EXPECT_EQ(text.rfind("WARNING: gpumemshim: 2 of 2 traces cannot be trusted in full (write-failed)", 0), 0u) << text;
+  EXPECT_NE(text.find("WARNING: trace /t/a b.trace: damaged: 2 blocks failed their checksum"), std::string::npos);
+  EXPECT_NE(text.find("WARNING: trace /t/full.trace: the shim's write failed: No space left on device"),
+            std::string::npos) << text;
+
+  const json j = an::report_json(r);
+  EXPECT_EQ(j["integrity"]["status"], "write-failed");
+  EXPECT_EQ(j["integrity"]["trusted"], false);
+  EXPECT_EQ(j["integrity"]["problems"].size(), 2u);
+  EXPECT_EQ(j["processes"][0]["integrity"]["damaged_blocks"], 2);
+  EXPECT_EQ(j["processes"][0]["integrity"]["records_lost"], 1234);
+  EXPECT_EQ(j["processes"][1]["integrity"]["write_error"], 28);
+  EXPECT_EQ(j["processes"][1]["integrity"]["write_error_text"], "No space left on device");
+
+  const std::string html = an::report_html(r);
+  EXPECT_NE(html.find("class=\"banner\""), std::string::npos);
+  EXPECT_NE(html.find("No space left on device"), std::string::npos);
+
+  const std::string junit = an::report_junit(r, an::FailPolicy{false, std::nullopt});
+  EXPECT_NE(junit.find("<testcase name=\"trace integrity\""), std::string::npos) << junit;
+  EXPECT_NE(junit.find("<failure message=\"2 of 2 traces cannot be trusted in full (write-failed)\""),
+            std::string::npos) << junit;
+  EXPECT_NE(junit.find("failures=\"1\""), std::string::npos) << junit;
+  EXPECT_EQ(junit.find("check passed"), std::string::npos) << junit;
+  const std::string accepted = an::report_junit(r, an::FailPolicy{false, std::nullopt, true});
+  EXPECT_NE(accepted.find("failures=\"0\""), std::string::npos) << accepted;
+  EXPECT_NE(accepted.find("--allow-incomplete"), std::string::npos) << accepted;
+
+  const json sarif = an::report_sarif(r, an::FailPolicy{false, std::nullopt});
+  const json& inv = sarif["runs"][0]["invocations"][0];
+  EXPECT_EQ(inv["executionSuccessful"], false);
+  ASSERT_EQ(inv["toolExecutionNotifications"].size(), 2u);
+  for (const json& n : inv["toolExecutionNotifications"]) EXPECT_EQ(n["level"], "error");
+  EXPECT_NE(inv["toolExecutionNotifications"][1]["message"]["text"].get<std::string>().find(
+                "No space left on device"),
+            std::string::npos);
+
+  an::Report clean = report();
+  clean.integrity = an::verdict_of(clean.processes);
+  const std::string diff = an::diff_text(an::diff_reports(clean, r), std::nullopt);
+  EXPECT_NE(diff.find("WARNING: new trace /t/a b.trace: damaged"), std::string::npos) << diff;
+  EXPECT_EQ(diff.find("WARNING: base"), std::string::npos) << diff;
+  EXPECT_EQ(an::diff_json(an::diff_reports(r, clean), std::nullopt)["base"]["integrity"]["status"], "write-failed");
+}
+
+// Clean traces: no banner, no integrity testcase, a successful invocation.
+TEST(Integrity, CleanReportsCarryNoWarning) {
+  an::Report r = report();
+  r.processes[0].integrity.name = "unchecked (format 2)";
+  r.integrity = an::verdict_of(r.processes);
+  EXPECT_EQ(an::report_text(r).find("WARNING"), std::string::npos);
+  EXPECT_EQ(an::report_html(r).find("class=\"banner\""), std::string::npos);
+  EXPECT_EQ(an::report_junit(r, an::FailPolicy{}).find("trace integrity"), std::string::npos);
+  const json sarif = an::report_sarif(r, an::FailPolicy{});
+  EXPECT_EQ(sarif["runs"][0]["invocations"][0]["executionSuccessful"], true);
+  EXPECT_TRUE(sarif["runs"][0]["invocations"][0]["toolExecutionNotifications"].empty());
 }
