@@ -81,7 +81,7 @@ def allocs_written(folder):
     return count
 
 
-def test_sigkilled_process_leaves_readable_trace_with_its_leaks(run, tmp_path):
+def test_sigkilled_process_leaves_readable_trace_with_what_was_alive(run, tmp_path):
     env = base_env(LD_PRELOAD=shim_preload(), GPUMEMSHIM_OUTPUT=tmp_path / "killed.%p.trace")
     proc = subprocess.Popen([str(SCENARIOS), "killed"], env=env, stdout=subprocess.PIPE, text=True)
     try:
@@ -98,9 +98,24 @@ def test_sigkilled_process_leaves_readable_trace_with_its_leaks(run, tmp_path):
     report = run.report(trace)
     [process] = report["processes"]
     assert process["clean_exit"] is False
-    [leak] = report["leaks"]
-    assert (leak["bytes"], leak["count"]) == (3 * MIB, 3)
-    frame_at(leak, "cuda_scenarios.cpp", site_line("planted leak"))
+    assert process["integrity"]["status"] == "incomplete" and process["integrity"]["ended"] is False
+    assert report["integrity"]["trusted"] is False
+    # Killed, it never exited: its buffers were alive when the trace ended, not leaked at exit.
+    [alive] = report["leaks"]
+    assert alive["kind"] == "alive" and "alive when the trace ended" in alive["reason"]
+    assert (alive["bytes"], alive["count"]) == (3 * MIB, 3)
+    frame_at(alive, "cuda_scenarios.cpp", site_line("planted leak"))
+    assert report["summary"]["leaked_bytes"] == 0
+    assert report["summary"]["alive_at_trace_end_bytes"] == 3 * MIB
+
+    # The CI gate refuses the trace with one line naming it, unless told to judge what it recorded.
+    refused = run.cli("check", trace)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.startswith(f"gpumemshim: error: {trace}: incomplete")
+    assert refused.stderr.count("\n") == 1
+    allowed = run.cli("check", trace, "--allow-incomplete", "--max-leak-bytes", "0")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert "incomplete" in allowed.stdout and "alive when the trace ended" in allowed.stdout
 
 
 def test_forked_child_writes_its_own_trace(run):
