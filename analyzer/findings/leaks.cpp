@@ -90,8 +90,8 @@ std::string site_id_of(const std::string& stack_key, Api api, bool torch_block) 
 
 namespace {
 
-// (stack, api, kind, torch, origin, region name)
-using RawKey = std::tuple<uint64_t, uint8_t, uint8_t, bool, Origin, std::string>;
+// (stack, api, kind, torch, origin, region name, creating stack of VMM memory held by a mapping)
+using RawKey = std::tuple<uint64_t, uint8_t, uint8_t, bool, Origin, std::string, uint64_t>;
 
 // Why each survivor is alive, and the survivors summed by raw site and origin.
 std::map<RawKey, Survivors> raw_survivors(const Replay& replay) {
@@ -121,7 +121,7 @@ std::map<RawKey, Survivors> raw_survivors(const Replay& replay) {
     one.device = a.device;
     one.add_step(a.step);
     raw[{a.stack_id, static_cast<uint8_t>(a.api), static_cast<uint8_t>(a.kind), a.torch_block,
-         origin, std::move(region)}].merge(one);
+         origin, std::move(region), a.created_stack_id}].merge(one);
   }
   return raw;
 }
@@ -139,7 +139,7 @@ std::map<MergedKey, Merged> merge_by_stack(const std::map<RawKey, Survivors>& ra
                                            StackView& stacks, uint64_t pid) {
   std::map<MergedKey, Merged> merged;
   for (const auto& [key, r] : raw) {
-    const auto& [stack_id, api_v, kind_v, torch_block, origin, region] = key;
+    const auto& [stack_id, api_v, kind_v, torch_block, origin, region, created] = key;
     const std::vector<Frame>& frames = stacks.frames(stack_id);
     const std::string& skey = stacks.stable_key(stack_id);
     auto [it, inserted] = merged.try_emplace({skey, api_v, kind_v, torch_block, origin, region});
@@ -156,6 +156,8 @@ std::map<MergedKey, Merged> merge_by_stack(const std::map<RawKey, Survivors>& ra
       g.owner = std::string(owning_library(frames));
       m.origin = origin;
     }
+    // Of several creating sites behind one mapping site, the first in raw order is named.
+    if (created && m.group.created_stack.empty()) m.group.created_stack = stacks.frames(created);
     m.survivors.merge(r);
   }
   return merged;

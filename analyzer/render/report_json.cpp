@@ -91,6 +91,7 @@ json group_json(const SiteGroup& g) {
             {"stack", frames_to_json(g.stack)}};
   if (!g.region.empty()) o["region"] = g.region;
   if (!g.owner.empty()) o["owner"] = g.owner;
+  if (!g.created_stack.empty()) o["created_stack"] = frames_to_json(g.created_stack);
   mark_suppressed(o, g);
   return o;
 }

@@ -83,6 +83,10 @@ void group_text(std::string& out, const SiteGroup& g, const char* label) {
                      g.suppressed ? fmt::format(" (suppressed by '{}')", g.suppressed_by) : "");
   if (!g.reason.empty()) out += fmt::format("  ({})\n", g.reason);
   frames_text(out, g.stack);
+  if (!g.created_stack.empty()) {
+    out += "  created by cuMemCreate at:\n";
+    frames_text(out, g.created_stack);
+  }
   out += "\n";
 }
 

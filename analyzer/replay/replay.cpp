@@ -1,6 +1,8 @@
 #include "replay/replay.h"
 
 #include <algorithm>
+#include <tuple>
+#include <unordered_map>
 
 #include "replay/replay_core.h"
 
@@ -136,6 +138,8 @@ inline void Replay::Core::alloc(const format::AllocRecord& r) {
     devices.live_add(r.device, r.size);
     timeline_point(r.time_ns);
   }
+  if (r.kind == MemoryKind::kMapping || (!inserted && r.kind == MemoryKind::kPhysical)) [[unlikely]]
+    vmm_alloc(r, !inserted);
 }
 
 inline void Replay::Core::free(const format::FreeRecord& r) {
@@ -151,13 +155,100 @@ inline void Replay::Core::free(const format::FreeRecord& r) {
     ++summary.unmatched_frees;
     return;
   }
+  if (r.kind == MemoryKind::kPhysical) [[unlikely]]
+    if (vmm_release_kept(r.address)) return;
   const LiveRecord& a = table.at_slot(slot);
   ++summary.frees;
   ++summary.by_kind[a.traits & kKindBits].frees;
   const bool device = a.traits & kDeviceMemoryTrait;
+  const uint64_t size = a.size;
   forget(a);
   table.erase_slot(slot);  // last: a is the table's record
   if (device) timeline_point(r.time_ns);
+  if (r.kind == MemoryKind::kMapping) [[unlikely]]
+    vmm_unmap(r, size);
+}
+
+// ---- VMM ----
+
+void Replay::Core::vmm_alloc(const format::AllocRecord& r, bool replaced) {
+  if (r.kind == MemoryKind::kPhysical) return vmm.replaced(r.address);
+  // A mapping where one is live: that one's unmap was missed, and with it its hold on its handle.
+  if (replaced)
+    if (const uint64_t h = vmm.unmap(r.address)) vmm_free_handle(h, r.time_ns);
+  const LiveRecords& handles = live[address_class(MemoryKind::kPhysical)];
+  if (r.stream != 0 && handles.find_slot(r.stream) != handles.kNone) vmm.map(r.address, r.stream);
+}
+
+bool Replay::Core::vmm_release_kept(uint64_t handle) {
+  switch (vmm.release(handle)) {
+    case VmmHandles::Release::kFree: return false;
+    case VmmHandles::Release::kKeep:
+      ++summary.frees;
+      ++summary.by_kind[static_cast<uint8_t>(MemoryKind::kPhysical)].frees;
+      return true;
+    case VmmHandles::Release::kAgain: ++summary.unmatched_frees; return true;
+  }
+  return false;
+}
+
+// A cuMemUnmap, its first mapping already taken out: that mapping lets go of its handle, and so do
+// the adjacent mappings after it inside the range (its size is in the stream field; 0 in older
+// traces), each of them a free too.
+void Replay::Core::vmm_unmap(const format::FreeRecord& r, uint64_t first_size) {
+  if (const uint64_t h = vmm.unmap(r.address)) vmm_free_handle(h, r.time_ns);
+  LiveRecords& table = live[address_class(MemoryKind::kMapping)];
+  const uint64_t end = r.address + r.stream;
+  for (uint64_t next = r.address + first_size; first_size != 0 && next < end;) {
+    const size_t slot = table.find_slot(next);
+    if (slot == table.kNone) break;
+    const LiveRecord& a = table.at_slot(slot);
+    const uint64_t size = a.size;
+    ++summary.frees;
+    ++summary.by_kind[a.traits & kKindBits].frees;
+    forget(a);
+    table.erase_slot(slot);  // last: a is the table's record
+    if (const uint64_t h = vmm.unmap(next)) vmm_free_handle(h, r.time_ns);
+    if (size == 0) break;
+    next += size;
+  }
+}
+
+// Released physical memory whose last mapping went: its bytes leave every count now (its free was
+// counted at the release).
+void Replay::Core::vmm_free_handle(uint64_t handle, uint64_t time_ns) {
+  LiveRecords& table = live[address_class(MemoryKind::kPhysical)];
+  const size_t slot = table.find_slot(handle);
+  if (slot == table.kNone) return;
+  forget(table.at_slot(slot));
+  table.erase_slot(slot);
+  timeline_point(time_ns);
+}
+
+// Physical memory released while mapped is held by its mapping: a survivor belongs to the line
+// that mapped it and names the line that created it. Of several mappings, the earliest (ties: the
+// lowest address) holds it.
+void Replay::Core::attribute_to_mappings(std::vector<LiveAlloc>& out) const {
+  std::unordered_map<uint64_t, uint64_t> handle_of;  // live mappings of released handles
+  vmm.for_each_mapping([&](uint64_t address, uint64_t handle) {
+    if (vmm.released(handle)) handle_of.emplace(address, handle);
+  });
+  std::unordered_map<uint64_t, const LiveAlloc*> holder;  // handle -> its earliest mapping
+  for (const LiveAlloc& m : out) {
+    if (m.kind != MemoryKind::kMapping) continue;
+    auto h = handle_of.find(m.address);
+    if (h == handle_of.end()) continue;
+    const LiveAlloc*& best = holder[h->second];
+    if (!best || std::tie(m.time_ns, m.address) < std::tie(best->time_ns, best->address)) best = &m;
+  }
+  for (LiveAlloc& a : out) {
+    if (a.kind != MemoryKind::kPhysical) continue;
+    auto h = holder.find(a.address);
+    if (h == holder.end()) continue;
+    a.created_stack_id = a.stack_id;
+    a.stack_id = h->second->stack_id;
+    a.api = h->second->api;
+  }
 }
 
 // Tensor blocks live in the allocator's segments: they are counted on their own, never in the
@@ -360,6 +451,8 @@ std::vector<LiveAlloc> Replay::live() const {
   };
   for (const auto& table : c.live) table.for_each(add);
   c.torch_live.for_each(add);
+  if (c.vmm.any_released()) [[unlikely]]
+    c.attribute_to_mappings(out);
   std::sort(out.begin(), out.end(), [](const LiveAlloc& x, const LiveAlloc& y) {
     if (x.time_ns != y.time_ns) return x.time_ns < y.time_ns;
     if (x.torch_block != y.torch_block) return y.torch_block;

@@ -29,6 +29,9 @@ struct LiveAlloc {
   bool torch_block = false;     // a tensor block of PyTorch's caching allocator (TorchEvent alloc)
   uint32_t site = 0;            // raw site index (Replay::sites())
   uint32_t region = kNoRegion;  // innermost expect_no_leak region open when it was allocated
+  // VMM physical memory released while still mapped is its mapping's: stack_id and api are the
+  // cuMemMap's, and this the cuMemCreate's stack (0 otherwise).
+  uint64_t created_stack_id = 0;
   static constexpr uint32_t kNoRegion = UINT32_MAX;
 };
 

@@ -11,6 +11,7 @@
 #include "replay/address_key.h"
 #include "replay/live_table.h"
 #include "replay/replay.h"
+#include "replay/vmm_handles.h"
 
 namespace gpumemshim::analyzer {
 
@@ -114,6 +115,12 @@ struct Replay::Core {
   // Dispatch: the parts of the events.
   [[gnu::always_inline]] inline void alloc(const format::AllocRecord& r);
   [[gnu::always_inline]] inline void free(const format::FreeRecord& r);
+  // VMM physical memory is freed at the later of its release and its last unmap (vmm_handles.h).
+  [[gnu::noinline]] void vmm_alloc(const format::AllocRecord& r, bool replaced);
+  [[gnu::noinline]] bool vmm_release_kept(uint64_t handle);  // true: the release freed nothing now
+  [[gnu::noinline]] void vmm_unmap(const format::FreeRecord& r, uint64_t first_size);
+  void vmm_free_handle(uint64_t handle, uint64_t time_ns);
+  void attribute_to_mappings(std::vector<LiveAlloc>& out) const;
   void torch_alloc(const format::TorchEventRecord& r);
   void torch_free(const format::TorchEventRecord& r);
   void step(const format::MarkerRecord& r);
@@ -141,6 +148,7 @@ struct Replay::Core {
   // The live set.
   std::array<LiveRecords, kAddressClasses> live;
   LiveRecords torch_live;  // tensor blocks by address
+  VmmHandles vmm;          // which handle each mapping holds
   Summary summary;
   uint64_t live_device_bytes = 0;
   // The clock.

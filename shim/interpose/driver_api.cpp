@@ -170,14 +170,17 @@ GPUMEMSHIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                                          CUmemGenericAllocationHandle, unsigned long long));
   HookScope scope;
   CUresult rc = real(ptr, size, offset, handle, flags);
-  after_alloc(scope, rc, Api::kCuMemMap, MemoryKind::kMapping, kCurrentDevice, 0, ptr, size);
+  // The stream field names the handle: physical memory lives until its last mapping goes, and the
+  // analyzer can tie a mapping to its handle only through this record.
+  after_alloc(scope, rc, Api::kCuMemMap, MemoryKind::kMapping, kCurrentDevice, handle, ptr, size);
   return rc;
 }
 
 GPUMEMSHIM_SLOT(cuMemUnmap)
 GPUMEMSHIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   GPUMEMSHIM_REAL(cuMemUnmap, CUresult (*)(CUdeviceptr, size_t));
-  return recorded_free(Api::kCuMemUnmap, MemoryKind::kMapping, 0, ptr,
+  // The stream field holds the range's size: one cuMemUnmap can unmap several adjacent mappings.
+  return recorded_free(Api::kCuMemUnmap, MemoryKind::kMapping, size, ptr,
                        [&] { return real(ptr, size); });
 }
 

@@ -46,6 +46,40 @@ def test_vmm_physical_leak_counted_once_mappings_shown_apart(run):
     assert by_kind["va_reservation"]["frees"] == 1
 
 
+def test_vmm_released_while_mapped_counts_until_unmapped(run):
+    r = run.program([VMM, "map-release"])
+    assert r.returncode == 0, r.stderr
+    [trace] = run.traces()
+    report = run.report(trace)
+    summary = report["summary"]
+    # Each handle was released right after its mapping; all three were mapped at once.
+    assert summary["peak_bytes"] == 6 * MIB
+    assert summary["leaked_bytes"] == 0 and report["leaks"] == []
+    assert report["address_space"] == []
+    by_kind = summary["by_kind"]
+    assert by_kind["vmm_physical"]["frees"] == 3 and by_kind["vmm_mapping"]["frees"] == 3
+    assert run.cli("check", "--max-leak-bytes", "0", trace).returncode == 0
+
+
+def test_vmm_released_but_still_mapped_leaks_at_the_mapping_line(run):
+    r = run.program([VMM, "map-release-leak"])
+    assert r.returncode == 0, r.stderr
+    [trace] = run.traces()
+    report = run.report(trace)
+    assert report["summary"]["peak_bytes"] == 6 * MIB
+    assert report["summary"]["leaked_bytes"] == 2 * MIB
+    [leak] = report["leaks"]
+    assert (leak["bytes"], leak["count"], leak["api"]) == (2 * MIB, 1, "cuMemMap")
+    assert leak["memory"] == "vmm_physical"
+    frame_at(leak, "vmm_scenarios.cpp", site_line("cuMemMap", "vmm_scenarios.cpp"))
+    frame_at({"stack": leak["created_stack"]}, "vmm_scenarios.cpp",
+             site_line("cuMemCreate", "vmm_scenarios.cpp"))
+    text = run.cli("report", trace).stdout
+    assert "created by cuMemCreate at:" in text
+    check = run.cli("check", "--max-leak-bytes", "0", trace)
+    assert check.returncode == 1, check.stdout + check.stderr
+
+
 def test_runtime_call_reaching_the_driver_is_one_event(run):
     r = run.program([VMM, "runtime-once"])
     assert r.returncode == 0, r.stderr

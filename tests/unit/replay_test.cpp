@@ -205,6 +205,161 @@ TEST(Replay, VmmPhysicalMappingReservationAndPinnedHostAreSeparate) {
   EXPECT_TRUE(pinned);
 }
 
+// A cuMemMap record as the shim writes it: the handle in the stream field.
+void vmm_map(TraceBuilder& t, uint64_t va, uint64_t size, uint64_t handle, uint64_t stack) {
+  gf::AllocRecord r;
+  r.time_ns = t.now() + 1000;
+  r.thread_id = 1;
+  r.api = gf::Api::kCuMemMap;
+  r.kind = gf::MemoryKind::kMapping;
+  r.address = va;
+  r.size = size;
+  r.stack_id = stack;
+  r.stream = handle;
+  t.add(r).at(r.time_ns + 1000);
+}
+// A cuMemUnmap record as the shim writes it: the range's size in the stream field.
+void vmm_unmap(TraceBuilder& t, uint64_t va, uint64_t size) {
+  gf::FreeRecord r;
+  r.time_ns = t.now() + 1000;
+  r.thread_id = 1;
+  r.device = -1;
+  r.api = gf::Api::kCuMemUnmap;
+  r.kind = gf::MemoryKind::kMapping;
+  r.address = va;
+  r.stream = size;
+  t.add(r).at(r.time_ns + 1000);
+}
+void vmm_create(TraceBuilder& t, uint64_t handle, uint64_t size, uint64_t stack) {
+  t.alloc(handle, size, stack, gf::Api::kCuMemCreate, gf::MemoryKind::kPhysical);
+}
+void vmm_release(TraceBuilder& t, uint64_t handle) {
+  t.free(handle, gf::Api::kCuMemRelease, gf::MemoryKind::kPhysical);
+}
+// Every byte of physical memory freed, and every free matched.
+void expect_all_freed(const an::ProcessReport& p) {
+  EXPECT_EQ(p.summary.leaked_bytes, 0u);
+  EXPECT_TRUE(p.leaks.empty());
+  EXPECT_EQ(p.summary.unmatched_frees, 0u);
+  EXPECT_EQ(p.summary.by_kind[static_cast<int>(gf::MemoryKind::kPhysical)].live_bytes, 0u);
+}
+
+// CUDA's idiom: create, map, release at once; the memory lives until the last unmap. Three
+// handles mapped side by side are unmapped by one cuMemUnmap of the whole range.
+TEST(Replay, VmmReleasedWhileMappedLivesUntilUnmapped) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  const uint64_t va = 0x7f0000000000;
+  t.alloc(va, 8 * MiB, 2, gf::Api::kCuMemAddressReserve, gf::MemoryKind::kReservation);
+  for (uint64_t i = 0; i < 3; ++i) {
+    vmm_create(t, 0x100 + i, 2 * MiB, 1);
+    vmm_map(t, va + i * 2 * MiB, 2 * MiB, 0x100 + i, 2);
+    vmm_release(t, 0x100 + i);
+  }
+  vmm_unmap(t, va, 6 * MiB);
+  t.free(va, gf::Api::kCuMemAddressFree, gf::MemoryKind::kReservation);
+  t.end();
+  const auto r = analyze(t, dir);
+  const auto& p = r.processes[0];
+  auto kind = [&](gf::MemoryKind k) { return p.summary.by_kind[static_cast<int>(k)]; };
+  EXPECT_EQ(p.summary.peak_bytes, 6 * MiB);
+  expect_all_freed(p);
+  EXPECT_TRUE(p.address_space.empty());
+  EXPECT_EQ(p.summary.frees, 3u + 3u + 1u);
+  EXPECT_EQ(kind(gf::MemoryKind::kMapping).frees, 3u);
+  EXPECT_EQ(kind(gf::MemoryKind::kPhysical).frees, 3u);
+}
+
+// Released while mapped and never unmapped: a leak of the mapping's line, naming the creating one.
+TEST(Replay, VmmReleasedStillMappedAtExitLeaksAtTheMappingLine) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  const uint64_t va = 0x7f0000000000;
+  for (uint64_t i = 0; i < 3; ++i) {
+    vmm_create(t, 0x100 + i, 2 * MiB, 1);
+    vmm_map(t, va + i * 2 * MiB, 2 * MiB, 0x100 + i, 2);
+    vmm_release(t, 0x100 + i);
+  }
+  vmm_unmap(t, va, 4 * MiB);  // the third mapping stays
+  t.end();
+  const auto r = analyze(t, dir);
+  const auto& p = r.processes[0];
+  EXPECT_EQ(p.summary.peak_bytes, 6 * MiB);
+  EXPECT_EQ(p.summary.leaked_bytes, 2 * MiB);
+  ASSERT_EQ(p.leaks.size(), 1u);
+  const an::SiteGroup& g = p.leaks[0];
+  EXPECT_EQ(g.kind, "leak");
+  EXPECT_EQ(g.bytes, 2 * MiB);
+  EXPECT_EQ(g.count, 1u);
+  EXPECT_EQ(g.api, gf::Api::kCuMemMap);
+  EXPECT_EQ(g.memory, gf::MemoryKind::kPhysical);
+  ASSERT_FALSE(g.stack.empty());
+  EXPECT_EQ(g.stack[0].pc, kAppBase + 0x3000);  // stack 2: the cuMemMap
+  ASSERT_FALSE(g.created_stack.empty());
+  EXPECT_EQ(g.created_stack[0].pc, kAppBase + 0x1000);  // stack 1: the cuMemCreate
+  ASSERT_EQ(p.address_space.size(), 1u);
+  EXPECT_EQ(p.address_space[0].memory, gf::MemoryKind::kMapping);
+  const auto leak = an::report_json(r)["leaks"][0];
+  EXPECT_EQ(leak["api"], "cuMemMap");
+  ASSERT_TRUE(leak.contains("created_stack"));
+  EXPECT_EQ(leak["created_stack"][0]["pc"], an::pc_hex(kAppBase + 0x1000));
+  EXPECT_NE(an::report_text(r).find("created by cuMemCreate at:"), std::string::npos);
+}
+
+// One handle at two addresses, the second mapping part of it: alive until both are unmapped.
+TEST(Replay, VmmHandleLivesWhileAnyMappingOfItDoes) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  const uint64_t a = 0x7f0000000000, b = 0x7f1000000000;
+  vmm_create(t, 0x100, 4 * MiB, 1);
+  vmm_map(t, a, 4 * MiB, 0x100, 2);
+  vmm_map(t, b, 2 * MiB, 0x100, 2);
+  vmm_release(t, 0x100);
+  vmm_unmap(t, a, 4 * MiB);
+  t.alloc(0xa000000, 2 * MiB, 1);  // 6 MiB live: the handle still is, through b
+  vmm_unmap(t, b, 2 * MiB);
+  t.free(0xa000000);
+  t.end();
+  const auto r = analyze(t, dir);
+  const auto& p = r.processes[0];
+  EXPECT_EQ(p.summary.peak_bytes, 6 * MiB);
+  expect_all_freed(p);
+}
+
+// Unmapped before its release, a handle is freed at the release, not at the unmap.
+TEST(Replay, VmmHandleUnmappedFirstLivesUntilReleased) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  vmm_create(t, 0x200, 4 * MiB, 1);
+  vmm_map(t, 0x7f0000000000, 4 * MiB, 0x200, 2);
+  vmm_unmap(t, 0x7f0000000000, 4 * MiB);
+  t.alloc(0xb000000, 1 * MiB, 1);  // 5 MiB live: unmapped, not released
+  vmm_release(t, 0x200);
+  t.free(0xb000000);
+  t.end();
+  const auto r = analyze(t, dir);
+  const auto& p = r.processes[0];
+  EXPECT_EQ(p.summary.peak_bytes, 5 * MiB);
+  expect_all_freed(p);
+}
+
+// A trace whose mappings do not name their handle (stream 0) keeps the release as the free.
+TEST(Replay, VmmMappingWithoutItsHandleLeavesTheReleaseTheFree) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  vmm_create(t, 0x100, 2 * MiB, 1);
+  vmm_map(t, 0x7f0000000000, 2 * MiB, 0, 2);
+  vmm_release(t, 0x100);
+  vmm_create(t, 0x101, 2 * MiB, 1);
+  t.end();
+  const auto r = analyze(t, dir);
+  const auto& p = r.processes[0];
+  EXPECT_EQ(p.summary.peak_bytes, 2 * MiB);
+  ASSERT_EQ(p.leaks.size(), 1u);
+  EXPECT_EQ(p.leaks[0].api, gf::Api::kCuMemCreate);
+  EXPECT_TRUE(p.leaks[0].created_stack.empty());
+}
+
 TEST(Replay, TruncatedFinalRecordIsReadUpToTheCut) {
   TempDir dir;
   TraceBuilder t = base_trace();

@@ -26,6 +26,16 @@ Fn runtime_entry(const char* name) {
   return reinterpret_cast<Fn>(fn);
 }
 
+// The VMM entry points, found as expandable segments finds them.
+struct Vmm {
+  decltype(&cuMemAddressReserve) reserve = runtime_entry<decltype(reserve)>("cuMemAddressReserve");
+  decltype(&cuMemCreate) create = runtime_entry<decltype(create)>("cuMemCreate");
+  decltype(&cuMemMap) map = runtime_entry<decltype(map)>("cuMemMap");
+  decltype(&cuMemUnmap) unmap = runtime_entry<decltype(unmap)>("cuMemUnmap");
+  decltype(&cuMemRelease) release = runtime_entry<decltype(release)>("cuMemRelease");
+  decltype(&cuMemAddressFree) address_free = runtime_entry<decltype(address_free)>("cuMemAddressFree");
+};
+
 __attribute__((noinline)) CUmemGenericAllocationHandle create_physical(
     decltype(&cuMemCreate) create, size_t bytes) {
   CUmemAllocationProp prop{};
@@ -40,12 +50,8 @@ __attribute__((noinline)) CUmemGenericAllocationHandle create_physical(
 // An expandable segment: reserve address space, map physical chunks into it, and on shrink unmap
 // and release them. The last chunk is never released: a leak of physical memory.
 int scenario_vmm() {
-  auto reserve = runtime_entry<decltype(&cuMemAddressReserve)>("cuMemAddressReserve");
-  auto create = runtime_entry<decltype(&cuMemCreate)>("cuMemCreate");
-  auto map = runtime_entry<decltype(&cuMemMap)>("cuMemMap");
-  auto unmap = runtime_entry<decltype(&cuMemUnmap)>("cuMemUnmap");
-  auto release = runtime_entry<decltype(&cuMemRelease)>("cuMemRelease");
-  auto address_free = runtime_entry<decltype(&cuMemAddressFree)>("cuMemAddressFree");
+  const Vmm vmm;
+  auto [reserve, create, map, unmap, release, address_free] = vmm;
   CUdeviceptr scratch = 0, base = 0;
   if (reserve(&scratch, kSegment, 0, 0, 0) != CUDA_SUCCESS) return 3;
   if (address_free(scratch, kSegment) != CUDA_SUCCESS) return 3;
@@ -60,6 +66,27 @@ int scenario_vmm() {
     if (release(chunks[i]) != CUDA_SUCCESS) return 3;
   }
   // chunks[2] stays mapped and allocated; the reservation stays too.
+  std::printf("done\n");
+  return 0;
+}
+
+// CUDA's own idiom: map each chunk, release its handle at once, use the memory through the
+// mapping, free it all with one cuMemUnmap of the whole range. The memory is allocated until that
+// unmap. With `keep_last`, the last chunk's mapping is never unmapped: its memory leaks, though its
+// handle was released.
+int scenario_map_release(bool keep_last) {
+  const Vmm vmm;
+  auto [reserve, create, map, unmap, release, address_free] = vmm;
+  CUdeviceptr base = 0;
+  if (reserve(&base, 3 * kSegment, 0, 0, 0) != CUDA_SUCCESS) return 3;
+  for (int i = 0; i < 3; ++i) {
+    CUmemGenericAllocationHandle h = create_physical(create, kSegment);
+    if (map(base + i * kSegment, kSegment, 0, h, 0) != CUDA_SUCCESS) return 3;  // site: cuMemMap
+    if (release(h) != CUDA_SUCCESS) return 3;
+  }
+  std::memset(reinterpret_cast<void*>(base), 1, 3 * kSegment);
+  if (unmap(base, (keep_last ? 2 : 3) * kSegment) != CUDA_SUCCESS) return 3;
+  if (!keep_last && address_free(base, 3 * kSegment) != CUDA_SUCCESS) return 3;
   std::printf("done\n");
   return 0;
 }
@@ -102,9 +129,11 @@ int scenario_exec(const char* self) {
 int main(int argc, char** argv) {
   std::string s = argc > 1 ? argv[1] : "";
   if (s == "vmm") return scenario_vmm();
+  if (s == "map-release") return scenario_map_release(false);
+  if (s == "map-release-leak") return scenario_map_release(true);
   if (s == "runtime-once") return scenario_runtime_once();
   if (s == "driver-direct") return scenario_driver_direct();
   if (s == "exec") return scenario_exec("/proc/self/exe");
-  std::fprintf(stderr, "usage: vmm_scenarios vmm|runtime-once|driver-direct|exec\n");
+  std::fprintf(stderr, "usage: vmm_scenarios vmm|map-release|map-release-leak|runtime-once|driver-direct|exec\n");
   return 2;
 }

@@ -142,6 +142,9 @@ struct SiteGroup {
   int64_t rank = -1;         // the process's rank (-1: none)
   uint64_t first_time_ns = 0;
   std::vector<Frame> stack;  // innermost user frame first
+  // VMM physical memory released while still mapped: `stack` is the cuMemMap that holds it, this
+  // the cuMemCreate that made it (empty otherwise).
+  std::vector<Frame> created_stack;
   bool suppressed = false;
   std::string suppressed_by;  // the pattern
 };
