@@ -122,3 +122,11 @@ def late_records(path):
         elif time is not None and marks and time < marks[-1]:
             late += 1
     return late, len(marks)
+
+
+def alloc_sizes(path):
+    """The sizes of a 2.x or 3.x trace's Alloc records, in file order."""
+    fixed, areas = _record_areas(path)
+    assert fixed
+    return [int.from_bytes(data[payload + 24:payload + 32], "little")
+            for data in areas for kind, payload, _ in frames(data) if kind == ALLOC]
