@@ -6,6 +6,7 @@ sudo=""
 packages=(cmake ninja-build g++ pkg-config libunwind-dev libdw-dev libelf-dev libcli11-dev
           nlohmann-json3-dev libfmt-dev libzstd-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev valgrind
           python3 python3-pytest
+          python3-zstandard  # tests/integration/trace_records.py reads format 3's zstd blocks
           chromium)  # headless screenshot of the HTML report in tests/integration/test_viewers.py
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -13,11 +14,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-# Debian's python3-pytest serves /usr/bin/python3; another python3 first on PATH (pyenv) gets pytest
-# from PyPI.
-python3 -c 'import pytest' 2>/dev/null ||
-  python3 -m pip install -q pytest 2>/dev/null ||
-  python3 -m pip install -q --break-system-packages pytest
+# Debian's python3-pytest and python3-zstandard serve /usr/bin/python3; another python3 first on
+# PATH (pyenv) gets them from PyPI.
+for module in pytest zstandard; do
+  python3 -c "import $module" 2>/dev/null ||
+    python3 -m pip install -q "$module" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages "$module"
+done
 # LibTorch for building the PyTorch bridge (torch_hooks/ is built when CMake finds it here): PyPI's
 # wheel without its dependencies is enough for the headers and libraries. Best effort: without it
 # the bridge is skipped and everything else builds and tests.

@@ -1,5 +1,6 @@
-// exec replaces the image without running exit handlers: pending records are written first. The
-// new image inherits LD_PRELOAD and starts a trace of its own (same pid, so a ".N" suffix).
+// exec replaces the image without running exit handlers: pending records and the End block are
+// written first. The new image inherits LD_PRELOAD and starts a trace of its own (same pid, so a
+// ".N" suffix). An exec that fails returns, and the process and its trace go on.
 // glibc's exec* wrappers call execve internally, not through the PLT, so each is interposed.
 #include <unistd.h>
 
@@ -27,26 +28,30 @@ int collect_args(const char* first, va_list ap, const char** argv) {
   while (argv[n - 1] && n < kMaxListArgs) argv[n++] = va_arg(ap, const char*);
   return argv[n - 1] ? -1 : n;
 }
+
+template <typename Exec>
+int ending_trace(Exec exec) {
+  const bool ended = end_trace_before_exec();
+  const int r = exec();
+  if (ended) resume_trace_after_failed_exec();
+  return r;
+}
 }  // namespace
 
 GPUMEMSHIM_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
-  flush_all_threads();
-  return real_execve.get()(path, argv, envp);
+  return ending_trace([&] { return real_execve.get()(path, argv, envp); });
 }
 
 GPUMEMSHIM_EXPORT int execv(const char* path, char* const argv[]) {
-  flush_all_threads();
-  return real_execv.get()(path, argv);
+  return ending_trace([&] { return real_execv.get()(path, argv); });
 }
 
 GPUMEMSHIM_EXPORT int execvp(const char* file, char* const argv[]) {
-  flush_all_threads();
-  return real_execvp.get()(file, argv);
+  return ending_trace([&] { return real_execvp.get()(file, argv); });
 }
 
 GPUMEMSHIM_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  flush_all_threads();
-  return real_execvpe.get()(file, argv, envp);
+  return ending_trace([&] { return real_execvpe.get()(file, argv, envp); });
 }
 
 GPUMEMSHIM_EXPORT int execl(const char* path, const char* arg, ...) {

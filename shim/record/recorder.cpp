@@ -18,6 +18,7 @@
 #include "../log.h"
 #include "../stack/native_stack.h"
 #include "../stack/python_stack.h"
+#include "block_writer.h"
 #include "clock.h"
 #include "flush_order.h"
 #include "in_flight.h"
@@ -44,6 +45,8 @@ Config g_config;
 std::atomic<int> g_config_state{0};  // 0 unread, 1 reading, 2 ready
 std::atomic<int> g_status{kUninit};
 std::atomic<bool> g_finalized{false};  // after exit started: every record is written at once
+std::atomic<bool> g_ending{false};     // the End block is being or was written
+pid_t g_owner_pid = 0;                 // the process that opened the trace (not a vfork child)
 std::atomic<bool> g_flusher_running{false};
 TraceFile g_file;
 uint64_t g_start_mono_ns = 0;
@@ -52,17 +55,12 @@ std::atomic<ThreadState*> g_slots[kMaxThreads];
 
 __attribute__((tls_model("initial-exec"))) thread_local ThreadState* t_state = nullptr;
 
-// Returns whether any thread had records to write.
-bool drain_all() {
-  bool any = false;
+// Every thread's pending records, one raw block per ring. bounded: see SpinLock.
+void drain_all(bool bounded = false) {
   for (auto& slot : g_slots) {
     ThreadState* s = slot.load(std::memory_order_acquire);
-    if (s && !s->ring.empty()) {
-      any = true;
-      s->ring.drain(g_file.fd());
-    }
+    if (s && !s->ring.empty()) s->ring.drain(g_file.blocks(), bounded);
   }
-  return any;
 }
 
 // The flusher's ordered flush (flush_order.h). Its buffers are mmap'ed on first use and grown by
@@ -76,10 +74,12 @@ struct OrderedFlush {
   size_t offset[kMaxThreads];
   ThreadBatch batches[kMaxThreads];
   MergeCursor cursors[kMaxThreads];
+  Compressor zstd;  // its blocks are compressed here, off the recording threads
 };
 OrderedFlush g_ordered;
-// g_ordered's owner: the flusher, or exit and exec writing everything (never a hook).
-std::atomic_flag g_ordered_busy = ATOMIC_FLAG_INIT;
+// g_ordered's owner: the flusher, or exit and exec writing everything (never a hook's per-event
+// path). The flusher's module scans run under it too, so none can follow the End block.
+SpinLock g_ordered_lock;
 
 void* grow_mapping(void* old, size_t old_size, size_t size) {
   void* p = old ? mremap(old, old_size, size, MREMAP_MAYMOVE)
@@ -109,9 +109,10 @@ bool reserve_ordered(size_t bytes) {
   return true;
 }
 
-// A periodic flush: from every ring, the records made by `cut`, merged by time, in one write.
-// Returns whether any thread had records. The caller holds g_ordered_busy.
-bool flush_in_time_order(uint64_t cut) {
+// A periodic flush: from every ring, the records made by `cut`, merged by time, in one zstd block,
+// followed in the same block by `flush` (when given and any thread had records). The caller holds
+// g_ordered_lock. bounded: see SpinLock.
+void flush_in_time_order(uint64_t cut, const fmtrec::FlushRecord* flush, bool bounded) {
   OrderedFlush& o = g_ordered;
   bool any = false;
   size_t count = 0, used = 0;
@@ -120,10 +121,10 @@ bool flush_in_time_order(uint64_t cut) {
     if (!s || s->ring.empty()) continue;
     any = true;
     if (!reserve_ordered(used + Ring::kCapacity)) {
-      s->ring.drain(g_file.fd());
+      s->ring.drain(g_file.blocks(), bounded);
       continue;
     }
-    s->ring.lock();  // held until what is taken is written
+    if (!s->ring.lock(bounded)) continue;  // held until what is taken is written
     size_t take = bytes_made_by(o.staged + used, s->ring.copy_pending(o.staged + used), cut);
     if (take == 0) {
       s->ring.unlock();
@@ -136,12 +137,20 @@ bool flush_in_time_order(uint64_t cut) {
     used += take;
   }
   for (size_t i = 0; i < count; ++i) o.batches[i].bytes = o.staged + o.offset[i];
-  g_file.write_direct(o.merged, merge_by_time(o.batches, count, o.cursors, o.merged));
+  size_t n = count ? merge_by_time(o.batches, count, o.cursors, o.merged) : 0;
+  uint8_t mark[16];
+  size_t mark_size = any && flush ? fmtrec::encode(mark, sizeof mark, *flush) : 0;
+  if (mark_size && n + mark_size <= o.capacity) {  // reserve_ordered left a ring's room
+    std::memcpy(o.merged + n, mark, mark_size);
+    n += mark_size;
+    mark_size = 0;
+  }
+  g_file.blocks().write_compressed(o.merged, n, o.zstd);
   for (size_t i = 0; i < count; ++i) {
     o.taken[i]->ring.consume(o.batches[i].size);
     o.taken[i]->ring.unlock();
   }
-  return any;
+  g_file.blocks().write_raw(mark, mark_size);  // no memory for the merge: the mark on its own
 }
 
 // The flusher's previous mark: the bound for a thread caught reading the clock (in_flight.h).
@@ -160,17 +169,27 @@ uint64_t mark_time(uint64_t cut) {
   return mark;
 }
 
-bool flush_in_time_order_now(uint64_t cut) {
-  while (g_ordered_busy.test_and_set(std::memory_order_acquire)) sched_yield();
-  bool any = flush_in_time_order(cut);
-  g_ordered_busy.clear(std::memory_order_release);
-  return any;
+// At exit and before exec: everything still buffered, in time order, then whatever did not fit.
+void write_everything(bool bounded) {
+  if (g_ordered_lock.lock(bounded)) {
+    flush_in_time_order(UINT64_MAX, nullptr, bounded);
+    g_ordered_lock.unlock();
+  }
+  drain_all(bounded);
 }
 
-// At exit and before exec: everything still buffered, in time order, then whatever did not fit.
-void write_everything() {
-  flush_in_time_order_now(UINT64_MAX);
-  drain_all();
+// The last events and the End block, once, and only in the process that owns the trace (a vfork
+// child shares the parent's memory and must leave the parent's trace alone). False when it was
+// not this call's to write.
+bool end_trace(bool bounded) {
+  if (g_status.load(std::memory_order_acquire) != kRecording || getpid() != g_owner_pid)
+    return false;
+  if (g_ending.exchange(true)) return false;
+  g_finalized.store(true);
+  if (bounded) g_file.blocks().set_bounded();
+  write_everything(bounded);
+  g_file.blocks().write_end(monotonic_ns() - g_start_mono_ns);
+  return true;
 }
 
 // Bumped (and the flusher woken) when a ring passes kWakeAtBytes: a busy thread's records then
@@ -203,12 +222,13 @@ void* flusher_main(void*) {
     // (in_flight.h). So the analyzer can order everything up to a mark without waiting for more
     // (a one-thread trace would otherwise be held for the analyzer's whole idle window).
     const uint64_t cut = monotonic_ns() - g_start_mono_ns;
-    const uint64_t mark = mark_time(cut);
-    if (flush_in_time_order_now(cut)) {
-      uint8_t buf[16];
-      g_file.write_direct(buf, fmtrec::encode(buf, sizeof buf, fmtrec::FlushRecord{mark}));
+    const fmtrec::FlushRecord flush{mark_time(cut)};
+    g_ordered_lock.lock();
+    if (!g_ending.load(std::memory_order_acquire)) {
+      flush_in_time_order(cut, &flush, false);
+      g_file.write_new_modules();
     }
-    g_file.write_new_modules();
+    g_ordered_lock.unlock();
   }
 }
 
@@ -233,7 +253,7 @@ void on_thread_exit(void* p) {
   // unmapped and stays in its slot; a thread that claims it appends after it); drained here, it
   // would land ahead of older records of the other threads. Without a flusher: now.
   if (!s->registered || !g_flusher_running.load(std::memory_order_acquire))
-    s->ring.drain(g_file.fd());
+    s->ring.drain(g_file.blocks());
   t_state = nullptr;
   s->dead.store(true, std::memory_order_release);
 }
@@ -243,7 +263,7 @@ void fork_prepare() {
 }
 
 void fork_child() {
-  g_ordered_busy.clear();  // held by the parent's flusher at fork time, it would never be released
+  g_ordered_lock.reset();  // held by the parent's flusher at fork time, it would never be released
   // Only the forking thread exists in the child; the other states become free for reuse.
   for (auto& slot : g_slots) {
     ThreadState* s = slot.load();
@@ -256,8 +276,10 @@ void fork_child() {
     t_state->stacks.clear();
     t_state->py_codes.clear();
   }
-  g_file.forget_after_fork();
+  g_file.forget_after_fork();  // and its writer: the child's first block is its own seq 0
   g_flusher_running.store(false);
+  g_finalized.store(false);
+  g_ending.store(false);
   if (g_status.load() != kOff) g_status.store(kUninit);
 }
 
@@ -281,13 +303,7 @@ __attribute__((constructor)) void shim_constructor() {
 }
 
 __attribute__((destructor)) void shim_destructor() {
-  if (g_status.load() != kRecording) return;
-  g_finalized.store(true);
-  g_flusher_running.store(false);
-  write_everything();
-  uint8_t buf[64];
-  fmtrec::EndRecord end{monotonic_ns() - g_start_mono_ns};
-  g_file.write_direct(buf, fmtrec::encode(buf, sizeof buf, end));
+  if (end_trace(false)) g_flusher_running.store(false);
 }
 
 // Slow path of the first event of the process (and of a forked child).
@@ -300,6 +316,7 @@ bool ensure_recording() {
       read_config_once();
       if (g_status.compare_exchange_strong(s, kOpening)) {
         g_start_mono_ns = monotonic_ns();
+        g_owner_pid = getpid();
         if (!g_file.open(g_config.output_pattern, g_start_mono_ns)) {
           g_status.store(kOff);
           return false;
@@ -363,11 +380,11 @@ inline ThreadState* recording_thread() {
 // truncated), then ends the thread's in-flight time.
 inline void commit(ThreadState* s, size_t n) {
   if (n != 0) [[likely]] {
-    if (!s->ring.has_room(n)) s->ring.drain(g_file.fd());
+    if (!s->ring.has_room(n)) s->ring.drain(g_file.blocks());
     const size_t pending = s->ring.append(s->scratch, n);
     if (pending >= kWakeAtBytes && pending - n < kWakeAtBytes) [[unlikely]] wake_flusher();
     if (!s->registered || g_finalized.load(std::memory_order_relaxed)) [[unlikely]]
-      s->ring.drain(g_file.fd());
+      s->ring.drain(g_file.blocks());
   }
   s->in_flight.end();
 }
@@ -525,6 +542,18 @@ void record_marker(fmtrec::MarkerKind kind, const char* name) {
 
 namespace gpumemshim::shim {
 void flush_all_threads() {
-  if (g_status.load() == kRecording) write_everything();
+  if (g_status.load() == kRecording && !g_ending.load()) write_everything(false);
+}
+
+void end_trace_before_exit() {
+  if (end_trace(true)) g_flusher_running.store(false);
+}
+
+bool end_trace_before_exec() { return end_trace(false); }
+
+void resume_trace_after_failed_exec() {
+  g_file.blocks().reopen_after_end();
+  g_finalized.store(false);
+  g_ending.store(false);
 }
 }  // namespace gpumemshim::shim

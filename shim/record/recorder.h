@@ -37,6 +37,14 @@ bool recording_off();
 }  // namespace gpumemshim::shim
 
 namespace gpumemshim::shim {
-// Writes every thread's pending records now (before exec replaces the image without exit).
+// Writes every thread's pending records now (gpumemshim_flush).
 void flush_all_threads();
+// _exit, _Exit, quick_exit: every thread's pending records and the End block, now (the image ends
+// without exit's destructors). Only in the process that owns the trace; never waits long on a
+// lock (it may run in a signal handler).
+void end_trace_before_exit();
+// exec: the same before the image is replaced; true when this call wrote the End block, and then
+// resume_trace_after_failed_exec() must follow when exec returns (it failed: the process goes on).
+bool end_trace_before_exec();
+void resume_trace_after_failed_exec();
 }  // namespace gpumemshim::shim

@@ -1,16 +1,18 @@
 // A per-thread byte ring of whole encoded records. The owning thread appends without any lock;
 // whoever drains it (the owner when full, the flusher thread every 50 ms, exit, fork) takes the
-// ring's own flag, which only the owner and the flusher ever touch. Each drain is one writev(2) on
-// an O_APPEND file, so records of different threads never interleave inside a record.
+// ring's own lock, which only the owner, the flusher and exit ever touch. Each drain is one block of
+// whole records (block_writer.h), so records of different threads never interleave inside a record.
 #pragma once
-#include <sys/uio.h>
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "spin_lock.h"
+
 namespace gpumemshim::shim {
+
+class BlockWriter;
 
 class Ring {
  public:
@@ -34,22 +36,19 @@ class Ring {
     return static_cast<size_t>(h + n - tail_.load(std::memory_order_relaxed));
   }
 
-  // Any thread. Writes everything appended so far to fd; returns false if the write failed.
-  bool drain(int fd) {
-    lock();
-    bool ok = drain_locked(fd);
-    unlock();
-    return ok;
+  // Any thread. Writes everything appended so far as one raw block. bounded: give up (and write
+  // nothing) when the ring's lock is not free within a while (see SpinLock).
+  void drain(BlockWriter& out, bool bounded = false) {
+    if (!busy_.lock(bounded)) return;
+    drain_locked(out);
+    busy_.unlock();
   }
 
   // The flusher's ordered flush (flush_order.h): it locks the rings it takes records from, copies
   // their pending bytes, writes what it took and only then consumes it and unlocks, so the owner
   // cannot write newer records of its own (a full ring's drain) ahead of older ones.
-  void lock() {
-    while (busy_.test_and_set(std::memory_order_acquire)) {
-    }
-  }
-  void unlock() { busy_.clear(std::memory_order_release); }
+  bool lock(bool bounded = false) { return busy_.lock(bounded); }
+  void unlock() { busy_.unlock(); }
   // Locked. Copies the pending bytes, in order, to dst (room for kCapacity); returns how many.
   size_t copy_pending(uint8_t* dst) const {
     uint64_t t = tail_.load(std::memory_order_relaxed);
@@ -68,7 +67,7 @@ class Ring {
   // After fork, in the child: the parent's pending bytes are the parent's to write, and a drain
   // that held the flag in another thread will never finish.
   void reset_after_fork() {
-    busy_.clear();
+    busy_.reset();
     tail_.store(head_.load());
   }
 
@@ -77,11 +76,11 @@ class Ring {
   }
 
  private:
-  bool drain_locked(int fd);
+  void drain_locked(BlockWriter& out);
 
   std::atomic<uint64_t> head_{0};
   std::atomic<uint64_t> tail_{0};
-  std::atomic_flag busy_ = ATOMIC_FLAG_INIT;
+  SpinLock busy_;
   uint8_t data_[kCapacity];
 };
 

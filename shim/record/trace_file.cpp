@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <link.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -52,6 +53,34 @@ size_t read_small_file(const char* path, char* buf, size_t cap) {
 
 }  // namespace
 
+// Records written straight to the file, gathered into blocks: the first block (process, attribute,
+// modules) and each module scan are one block each unless they outgrow the buffer. Only the thread
+// that opens the trace and then the flusher use it, one after the other.
+class RecordBatch {
+ public:
+  explicit RecordBatch(BlockWriter& out) : out_(out) {}
+  ~RecordBatch() { flush(); }
+  template <typename Rec>
+  void add(const Rec& r) {
+    size_t n = fmtrec::encode(buf_ + used_, sizeof buf_ - used_, r);
+    if (n == 0 && used_ > 0) {
+      flush();
+      n = fmtrec::encode(buf_ + used_, sizeof buf_ - used_, r);
+    }
+    used_ += n;  // 0: a record larger than the whole buffer is dropped
+  }
+  void flush() {
+    out_.write_raw(buf_, used_);
+    used_ = 0;
+  }
+
+ private:
+  BlockWriter& out_;
+  size_t used_ = 0;
+  static uint8_t buf_[128 * 1024];
+};
+uint8_t RecordBatch::buf_[128 * 1024];
+
 bool expand_output_pattern(const char* pattern, char* out, size_t cap) {
   size_t len = 0;
   out[0] = 0;
@@ -84,37 +113,43 @@ bool expand_output_pattern(const char* pattern, char* out, size_t cap) {
   return true;
 }
 
+// A new file of exactly this name, or of a ".N" name next to it when a regular file has it.
+// O_NOFOLLOW|O_EXCL: never a symlink's target, never an existing file. Any other thing of that name
+// (a device such as /dev/full, a directory, a symlink, a fifo) is refused without sidecar files:
+// the user named something that is not a trace.
+bool TraceFile::create(const char* base) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    if (attempt == 0) std::snprintf(path_, sizeof path_, "%s", base);
+    else std::snprintf(path_, sizeof path_, "%s.%d", base, attempt);
+    fd_ = ::open(path_, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd_ >= 0) return true;
+    if (errno != EEXIST && errno != EISDIR) break;
+    struct stat st;
+    if (attempt == 0 && (::lstat(path_, &st) != 0 || !S_ISREG(st.st_mode))) {
+      log_warn("cannot write trace %s: it exists and is not a regular file; recording disabled",
+               path_);
+      return false;
+    }
+  }
+  log_warn("cannot write trace %s: %s; recording disabled", path_, std::strerror(errno));
+  return false;
+}
+
 bool TraceFile::open(const char* pattern, uint64_t start_mono_ns) {
   char base[1024];
   if (!expand_output_pattern(pattern, base, sizeof base)) {
     log_warn("output path from pattern '%s' is too long; recording disabled", pattern);
     return false;
   }
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    if (attempt == 0) std::snprintf(path_, sizeof path_, "%s", base);
-    else std::snprintf(path_, sizeof path_, "%s.%d", base, attempt);
-    fd_ = ::open(path_, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
-    if (fd_ >= 0 || errno != EEXIST) break;
-  }
-  if (fd_ < 0) {
-    log_warn("cannot write trace %s: %s; recording disabled", path_, std::strerror(errno));
+  if (!create(base)) return false;
+  if (int err = blocks_.start(fd_, path_)) {
+    log_warn("cannot write trace %s: %s; recording disabled", path_, std::strerror(err));
+    close();
     return false;
   }
-  uint8_t header[fmtrec::kHeaderSize];
-  write_direct(header, fmtrec::encode_header(header, sizeof header));
   write_process_record(start_mono_ns);
-  write_new_modules();
   log_info("recording to %s", path_);
   return true;
-}
-
-void TraceFile::write_direct(const uint8_t* bytes, size_t n) const {
-  if (fd_ < 0 || n == 0) return;
-  for (;;) {
-    ssize_t w = ::write(fd_, bytes, n);
-    if (w < 0 && errno == EINTR) continue;
-    return;
-  }
 }
 
 void TraceFile::write_process_record(uint64_t start_mono_ns) {
@@ -140,18 +175,16 @@ void TraceFile::write_process_record(uint64_t start_mono_ns) {
   r.host = host;
   r.command_line = std::string_view(cmdline, n);
   r.executable = exe;
-  static uint8_t buf[8192];
-  write_direct(buf, fmtrec::encode(buf, sizeof buf, r));
-
-  fmtrec::AttributeRecord attr{"shim.version", GPUMEMSHIM_VERSION};
-  write_direct(buf, fmtrec::encode(buf, sizeof buf, attr));
+  RecordBatch first(blocks_);
+  first.add(r);
+  first.add(fmtrec::AttributeRecord{"shim.version", GPUMEMSHIM_VERSION});
+  write_module_scan(first);
 }
 
 namespace {
 
 struct ModuleScan {
-  const TraceFile* file;
-  unsigned long long adds;
+  RecordBatch* batch;
   bool first_object;
 };
 
@@ -201,8 +234,7 @@ int emit_module(dl_phdr_info* info, size_t, void* data) {
   r.size = hi - lo;
   r.build_id = find_build_id(info);
   r.path = path;
-  uint8_t buf[2048];
-  scan->file->write_direct(buf, fmtrec::encode(buf, sizeof buf, r));
+  scan->batch->add(r);
   return 0;
 }
 
@@ -218,11 +250,16 @@ int read_adds(dl_phdr_info* info, size_t size, void* data) {
 // address range, and dlopen is rare enough that the duplicates cost nothing.
 void TraceFile::write_new_modules() {
   if (fd_ < 0) return;
+  RecordBatch batch(blocks_);
+  write_module_scan(batch);
+}
+
+void TraceFile::write_module_scan(RecordBatch& batch) {
   unsigned long long adds = 0;
   dl_iterate_phdr(read_adds, &adds);
   if (adds == modules_seen_adds_ && adds != 0) return;
   modules_seen_adds_ = adds;
-  ModuleScan scan{this, adds, true};
+  ModuleScan scan{&batch, true};
   dl_iterate_phdr(emit_module, &scan);
 }
 
@@ -230,6 +267,7 @@ void TraceFile::forget_after_fork() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   modules_seen_adds_ = 0;
+  blocks_.forget_after_fork();
 }
 
 void TraceFile::close() {

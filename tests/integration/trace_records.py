@@ -1,11 +1,86 @@
 """A trace's records as (type, time_ns) in file order, read with no help from the project's code
 (docs/trace-format.md): what the flush-mark checks walk, here and on the H200
-(tests/gpu/check_torch.py)."""
+(tests/gpu/check_torch.py). Formats 1.1 and 2.0 (records after a 16-byte header) and 3.0 (a 32-byte
+header, then blocks: a 40-byte header and a raw or zstd payload of whole 2.0 records). The blocks'
+structure is checked; their XXH3 checksums are not (tests/unit/shim_blocks_test.cpp does)."""
+import struct
 
 TIMED = {4, 5, 6, 7, 8, 14}  # records whose payload starts with time_ns
 FIXED = {4, 5, 14}  # in a 2.x file: fixed layout, time_ns a u64 (little-endian) at offset 0
 FLUSH = 16
 ALLOC = 4
+END = 11
+BLOCK_MAGIC = b"GMSB"
+WRITE_FAILED = 1  # format 3 header flags bit 0
+
+
+def header(path):
+    """(major, minor), flags, write_error of a trace (flags and write_error: 0 before format 3)."""
+    data = path.read_bytes()[:32]
+    assert data[:8] == b"GMSTRACE"
+    major, minor, flags = struct.unpack_from("<HHI", data, 8)
+    write_error = struct.unpack_from("<I", data, 16)[0] if major >= 3 else 0
+    return (major, minor), flags, write_error
+
+
+def blocks(path):
+    """A format 3 trace's blocks in file order: dicts of seq, stored_size, raw_size, record_count,
+    codec, offset and payload (decompressed). Stops at a block cut short (a killed or write-failed
+    process's last write)."""
+    data = path.read_bytes()
+    (major, _), _, _ = header(path)
+    assert major == 3, major
+    pos, out = 32, []
+    while pos + 40 <= len(data):
+        assert data[pos:pos + 4] == BLOCK_MAGIC, f"no block header at offset {pos}"
+        seq, stored, raw, count, codec = struct.unpack_from("<IIIIB", data, pos + 4)
+        assert codec in (0, 1) and (codec == 1 or raw == stored), (codec, raw, stored)
+        start = pos + 40
+        if start + stored > len(data):
+            break
+        payload = data[start:start + stored]
+        if codec == 1:
+            import zstandard  # Debian's python3-zstandard
+            payload = zstandard.ZstdDecompressor().decompress(payload, max_output_size=raw)
+        assert len(payload) == raw, (len(payload), raw)
+        out.append(dict(seq=seq, stored_size=stored, raw_size=raw, record_count=count, codec=codec,
+                        offset=pos, payload=payload))
+        pos = start + stored
+    return out
+
+
+def frames(data, pos=0):
+    """(type, payload offset, length) of each whole record of data from pos."""
+    while pos < len(data):
+        kind = data[pos]
+        length, payload = varint(data, pos + 1)
+        if payload + length > len(data):  # a killed process's last, partly written record
+            return
+        yield kind, payload, length
+        pos = payload + length
+
+
+def end_record(path):
+    """The End record's fields (time_ns, and in format 3 blocks, records, write_error), or None."""
+    for data in _record_areas(path)[1]:
+        for kind, payload, length in frames(data):
+            if kind == END:
+                fields, at = [], payload
+                while at < payload + length:
+                    value, at = varint(data, at)
+                    fields.append(value)
+                end = fields
+    return locals().get("end")
+
+
+def _record_areas(path):
+    """(fixed layout?, the byte strings that hold the records: the file after its header, or each
+    block's payload)."""
+    (major, minor), _, _ = header(path)
+    assert (major, minor) in {(1, 1), (2, 0), (3, 0)}, (major, minor)
+    if major == 3:
+        return True, [b["payload"] for b in blocks(path)]
+    return major >= 2, [path.read_bytes()[16:]]
 
 
 def varint(data, pos):
@@ -21,29 +96,20 @@ def varint(data, pos):
 
 def records(path, with_thread=False):
     """(type, time_ns or None) of every record, in file order; with_thread: (type, time, thread)."""
-    data = path.read_bytes()
-    assert data[:8] == b"GMSTRACE"
-    version = (data[8] | data[9] << 8, data[10] | data[11] << 8)
-    assert version in {(1, 1), (2, 0)}, version
-    fixed = version[0] >= 2
-    pos = 16
-    while pos < len(data):
-        kind = data[pos]
-        length, payload = varint(data, pos + 1)
-        if payload + length > len(data):  # a killed process's last, partly written record
-            break
-        thread = None
-        if fixed and kind in FIXED:
-            time = int.from_bytes(data[payload:payload + 8], "little")
-            thread = int.from_bytes(data[payload + 8:payload + 12], "little")
-        elif kind in TIMED or kind == FLUSH:
-            time, after = varint(data, payload)
-            if kind != FLUSH and kind != 7:  # every timed record but MemInfo: the thread next
-                thread = varint(data, after)[0]
-        else:
-            time = None
-        yield (kind, time, thread) if with_thread else (kind, time)
-        pos = payload + length
+    fixed, areas = _record_areas(path)
+    for data in areas:
+        for kind, payload, length in frames(data):
+            thread = None
+            if fixed and kind in FIXED:
+                time = int.from_bytes(data[payload:payload + 8], "little")
+                thread = int.from_bytes(data[payload + 8:payload + 12], "little")
+            elif kind in TIMED or kind == FLUSH:
+                time, after = varint(data, payload)
+                if kind != FLUSH and kind != 7:  # every timed record but MemInfo: the thread next
+                    thread = varint(data, after)[0]
+            else:
+                time = None
+            yield (kind, time, thread) if with_thread else (kind, time)
 
 
 def late_records(path):
@@ -56,3 +122,11 @@ def late_records(path):
         elif time is not None and marks and time < marks[-1]:
             late += 1
     return late, len(marks)
+
+
+def alloc_sizes(path):
+    """The sizes of a 2.x or 3.x trace's Alloc records, in file order."""
+    fixed, areas = _record_areas(path)
+    assert fixed
+    return [int.from_bytes(data[payload + 24:payload + 32], "little")
+            for data in areas for kind, payload, _ in frames(data) if kind == ALLOC]

@@ -100,6 +100,39 @@ int scenario_fork() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 5;
 }
 
+// The child leaks and ends through _exit, _Exit or quick_exit (no exit handlers, no destructors):
+// its trace must still hold its events and an End record.
+int scenario_fork_exit(const std::string& how) {
+  leak_three_buffers();
+  std::fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    child_leak();
+    std::printf("child done\n");
+    std::fflush(stdout);
+    if (how == "_Exit") std::_Exit(0);
+    if (how == "quick_exit") std::quick_exit(0);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::printf("parent done\n");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 5;
+}
+
+// A vfork child shares the parent's memory, trace state included: its _exit must leave the
+// parent's trace alone (no End in the middle of it).
+int scenario_vfork_exit() {
+  leak_three_buffers();
+  pid_t pid = vfork();
+  if (pid == 0) _exit(3);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  child_leak();
+  std::printf("parent done %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  return 0;
+}
+
 // Every runtime allocation API once; only the pinned host buffer is left behind.
 int scenario_all_apis() {
   void* p = nullptr;
@@ -143,6 +176,8 @@ int main(int argc, char** argv) {
   if (s == "killed") return scenario_killed();
   if (s == "fork") return scenario_fork();
   if (s == "all-apis") return scenario_all_apis();
-  std::fprintf(stderr, "usage: cuda_scenarios leak|clean|threads N M|oom|killed|fork|all-apis\n");
+  if (s == "fork-exit") return scenario_fork_exit(argc > 2 ? argv[2] : "_exit");
+  if (s == "vfork-exit") return scenario_vfork_exit();
+  std::fprintf(stderr, "usage: cuda_scenarios leak|clean|threads N M|oom|killed|fork|all-apis|fork-exit HOW|vfork-exit\n");
   return 2;
 }
