@@ -101,7 +101,7 @@ bool TraceFile::open(const char* pattern, uint64_t start_mono_ns) {
     return false;
   }
   uint8_t header[fmtrec::kHeaderSize];
-  write_direct(header, fmtrec::encode_header(header, sizeof header));
+  write_direct(header, fmtrec::encode_header(header, sizeof header, fmtrec::kVersion2_0));
   write_process_record(start_mono_ns);
   write_new_modules();
   log_info("recording to %s", path_);
