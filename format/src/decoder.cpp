@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "gpumemshim/format/block.h"
 #include "gpumemshim/format/fixed_layout.h"
 #include "gpumemshim/format/varint.h"
 
@@ -75,7 +76,9 @@ std::string RecordReader::read_header() {
     return fmt::format(
         "trace format version {}.{} is not supported (this gpumemshim reads versions 1.0 to {}.x)",
         version_.major, version_.minor, kVersionMajor);
-  pos_ = kHeaderSize;
+  const size_t header_size = has_blocks(version_) ? kHeaderSizeV3 : kHeaderSize;
+  if (data_.size() < header_size) return "truncated trace header";
+  pos_ = header_size;
   return {};
 }
 

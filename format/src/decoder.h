@@ -90,6 +90,15 @@ class RecordReader {
     }
     pos_ = static_cast<size_t>(p - data_.data());
   }
+  // Format 3: the reader reads the records of blocks, not a file. `data` (a decompressed stream,
+  // whole records) replaces the file, read from its start with the layout of version `v`.
+  void start_stream(std::span<const uint8_t> data, Version v) {
+    data_ = data;
+    version_ = v;
+    pos_ = 0;
+  }
+  // More of the same stream is readable: its first `size` bytes.
+  void extend(size_t size) { data_ = {data_.data(), size}; }
   const std::string& error() const { return error_; }
   uint64_t offset() const { return pos_; }
   uint64_t size() const { return data_.size(); }

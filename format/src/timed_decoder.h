@@ -68,17 +68,22 @@ class TimedDecoder {
     return true;
   }
 
+  // A record outside the bytes read (format 3 keeps a record with text in memory of its own, see
+  // trace_reader.cpp) is whole where it is: its length bounds it.
   RawRecord frame(RecordPtr rec) const {
-    ByteReader r(rec + 1, static_cast<size_t>(bytes_.data() + bytes_.size() - rec - 1));
+    const bool in_bytes = rec >= bytes_.data() && rec < bytes_.data() + bytes_.size();
+    ByteReader r(rec + 1, in_bytes ? static_cast<size_t>(bytes_.data() + bytes_.size() - rec - 1)
+                                   : kMaxVarintBytes);
     RawRecord raw;
     raw.type = static_cast<RecordType>(*rec);
     raw.size = r.varint();
     raw.payload = r.position();
-    raw.offset = static_cast<uint64_t>(rec - bytes_.data());
-    raw.readable_end = bytes_.data() + bytes_.size();
+    raw.offset = in_bytes ? static_cast<uint64_t>(rec - bytes_.data()) : 0;
+    raw.readable_end = in_bytes ? bytes_.data() + bytes_.size() : nullptr;
     raw.fixed_layout = fixed_layout_;
     return raw;
   }
+  static constexpr size_t kMaxVarintBytes = 10;
 
   const std::string& path_;
   std::span<const uint8_t> bytes_;

@@ -5,9 +5,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
+#include <optional>
 #include <span>
 #include <utility>
 
+#include <fmt/format.h>
+
+#include "block_stream.h"
 #include "decoder.h"
 #include "event_queue.h"
 #include "gpumemshim/format/fixed_layout.h"
@@ -18,12 +23,32 @@
 
 namespace gpumemshim::format {
 
+// Format 3's records with text (metadata, markers), copied out of the decompressed blocks, whose
+// pages are given back as they are read: the sink's string views stay valid while the reader lives.
+class TextRecords {
+ public:
+  // A copy of the record at `rec` (head and payload: `size` bytes). Padded: decoders may read a
+  // few bytes ahead.
+  const uint8_t* keep(const uint8_t* rec, size_t size) {
+    auto& copy = kept_.emplace_back(std::make_unique<uint8_t[]>(size + kPadding));
+    std::memcpy(copy.get(), rec, size);
+    std::memset(copy.get() + size, 0, kPadding);
+    return copy.get();
+  }
+
+ private:
+  static constexpr size_t kPadding = 16;
+  std::vector<std::unique_ptr<uint8_t[]>> kept_;
+};
+
 struct TraceReader::Impl {
   std::string path;
   MappedFile file;
   Version version;
   TraceCounts counts;
   TraceIntegrity integrity;
+  std::optional<BlockScan> blocks;  // format 3
+  TextRecords text;
 };
 
 namespace {
@@ -71,11 +96,16 @@ void release_read_pages(std::span<const uint8_t> bytes, uint64_t upto) {
 // that or the sink asks for a buffered read. Otherwise every event is held to the end of the file.
 class ReadPass {
  public:
+  // stream: format 3's records, decompressed (bytes is then the stream's region); text: where
+  // format 3's records with text are kept.
   ReadPass(const std::string& path, std::span<const uint8_t> bytes, Version version,
-           TraceCounts& counts, TraceSink& sink, bool streaming)
-      : path_(path), bytes_(bytes), counts_(counts), sink_(sink), streaming_(streaming),
-        reader_(bytes), decode_(path, bytes, has_fixed_layout(version)), deliver_(sink) {
-    reader_.read_header();  // checked when the file was opened
+           TraceCounts& counts, TraceSink& sink, bool streaming, BlockStream* stream = nullptr,
+           TextRecords* text = nullptr)
+      : path_(path), bytes_(stream ? stream->region() : bytes), counts_(counts), sink_(sink),
+        streaming_(streaming), stream_(stream), text_(text), reader_(bytes_),
+        decode_(path, bytes_, has_fixed_layout(version)), deliver_(sink) {
+    if (stream_) reader_.start_stream(bytes_.first(0), version);
+    else reader_.read_header();  // checked when the file was opened
   }
 
   bool run() {
@@ -90,7 +120,10 @@ class ReadPass {
       if (!in_order_) return false;
       RawRecord raw;
       ReadStatus st = reader_.next(raw);
-      if (st == ReadStatus::kEnd) break;
+      if (st == ReadStatus::kEnd) {
+        if (stream_ && more()) continue;
+        break;
+      }
       if (st == ReadStatus::kTruncated) {
         counts_.truncated = true;
         counts_.truncated_at = reader_.offset();
@@ -110,6 +143,7 @@ class ReadPass {
   static constexpr uint64_t kReleaseEvery = 32ull << 20;
   static constexpr uint64_t kReadAhead = 16 << 10;
   static constexpr uint64_t kTouchEvery = 64 << 10, kTouchAhead = 256 << 10;
+  static constexpr uint64_t kTellEvery = 1 << 20;
 
   // Delivers one queued event. Inline in the orders' emit loops: called per event, a call's
   // saved registers cost more than the hot records' decoding.
@@ -131,9 +165,23 @@ class ReadPass {
     return in_order_;
   }
 
+  // Format 3: waits for the producer's next block; false at the end of the stream.
+  bool more() {
+    const uint64_t at = reader_.offset();
+    const uint64_t ready = stream_->wait_beyond(at);
+    if (ready <= at) return false;
+    told_ = at;
+    reader_.extend(ready);
+    return true;
+  }
+
   // Memory upkeep, once per hot run.
   void keep_pace() {
     const uint64_t at = reader_.offset();
+    if (stream_ && at - told_ >= kTellEvery) {  // the producer may go that much further ahead
+      told_ = at;
+      stream_->consumed(at);
+    }
     if (streaming_ && at - release_checked_ >= kReleaseEvery) {
       // Up to the oldest record still queued: the queue points into the file. Checked once per
       // kReleaseEvery bytes read, also when nothing could be released (the queue can hold events
@@ -141,7 +189,8 @@ class ReadPass {
       release_checked_ = at;
       uint64_t upto = at;
       order_.for_each_queued([&](RecordPtr rec) {
-        upto = std::min(upto, static_cast<uint64_t>(rec - bytes_.data()));
+        if (rec >= bytes_.data() && rec < bytes_.data() + bytes_.size())  // not a kept copy
+          upto = std::min(upto, static_cast<uint64_t>(rec - bytes_.data()));
       });
       if (upto > released_) {
         released_ = upto;
@@ -154,7 +203,7 @@ class ReadPass {
     // A prefetch of a page not mapped yet does nothing, and the kernel maps a file 64 KiB per
     // fault: one byte read well ahead, once per 64 KiB, takes the fault there, so the prefetches
     // above find their pages mapped.
-    if (at >= touched_) {
+    if (at >= touched_ && !stream_) {  // the stream's pages are the producer's to fault in
       touched_ = at + kTouchEvery;
       if (touched_ + kTouchAhead < bytes_.size()) {
         volatile uint8_t sink = bytes_[touched_ + kTouchAhead];
@@ -164,14 +213,15 @@ class ReadPass {
   }
 
   // One record that next() framed; false: the read must restart buffered.
-  bool record(const RawRecord& raw) {
+  bool record(const RawRecord& read) {
+    const RawRecord raw = keep_text(read);
     if (is_timed(raw.type)) {
       if (raw.type == RecordType::kMarker) {  // its text is checked as it is read
         auto r = decode_or_throw<MarkerRecord>(path_, raw);
         check_text(path_, raw, {r.name});
       }
       TimeAndStream ts = time_and_stream(raw);
-      queue(ts.stream, ts.time, bytes_.data() + raw.offset);
+      queue(ts.stream, ts.time, raw.payload - (read.payload - (bytes_.data() + read.offset)));
       return true;
     }
     if (raw.type == RecordType::kFlush) {
@@ -186,6 +236,24 @@ class ReadPass {
     }
     metadata(raw);
     return true;
+  }
+
+  // Format 3: a record with text fields is kept in memory of its own (TextRecords), the rest is
+  // read where it is.
+  RawRecord keep_text(const RawRecord& raw) {
+    if (!text_) return raw;
+    switch (raw.type) {
+      case RecordType::kMarker: case RecordType::kProcess: case RecordType::kModule:
+      case RecordType::kPyCode: case RecordType::kStackLabel: case RecordType::kDevice:
+      case RecordType::kAttribute: break;
+      default: return raw;
+    }
+    const uint8_t* rec = bytes_.data() + raw.offset;
+    const size_t head = static_cast<size_t>(raw.payload - rec);
+    RawRecord kept = raw;
+    kept.payload = text_->keep(rec, head + raw.size) + head;
+    kept.readable_end = nullptr;
+    return kept;
   }
 
   void metadata(const RawRecord& raw) {
@@ -244,6 +312,8 @@ class ReadPass {
   TraceCounts& counts_;
   TraceSink& sink_;
   const bool streaming_;
+  BlockStream* const stream_;
+  TextRecords* const text_;
   RecordReader reader_;
   TimedDecoder decode_;
   TimedDelivery deliver_;
@@ -252,7 +322,7 @@ class ReadPass {
   bool in_order_ = true;
   std::vector<uint64_t> frames_;
   std::vector<PyFrameRef> py_frames_;
-  uint64_t released_ = 0, release_checked_ = 0, touched_ = 0;
+  uint64_t released_ = 0, release_checked_ = 0, touched_ = 0, told_ = 0;
   std::array<uint64_t, 32> hot_by_type_{};  // next_hot's records, added to the counts at the end
 };
 
@@ -316,21 +386,132 @@ TraceIntegrity unchecked_integrity(const TraceCounts& c) {
   }
   return t;
 }
+
+// 1234567 -> "1,234,567": the figures users read in a detail line.
+std::string grouped(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string plural(uint64_t n, const char* one, const char* many) {
+  return grouped(n) + " " + (n == 1 ? one : many);
+}
+
+// The one line that says what is wrong with a format 3 trace, and where.
+std::string integrity_detail(const TraceIntegrity& t, const BlockScan& scan,
+                             const BlockResults& found, bool end_differs) {
+  std::vector<std::string> parts;
+  if (found.damaged_blocks)
+    parts.push_back(fmt::format("{} failed their checksum or decompression (first at byte {})",
+                                plural(found.damaged_blocks, "block", "blocks"),
+                                grouped(found.first_damaged_offset)));
+  if (scan.out_of_sequence)
+    parts.push_back(fmt::format("{} out of sequence (first at byte {})",
+                                plural(scan.out_of_sequence, "block", "blocks"),
+                                grouped(scan.out_of_sequence_offset)));
+  if (scan.missing_blocks)
+    parts.push_back(fmt::format("{} missing from the sequence (first gap before byte {})",
+                                plural(scan.missing_blocks, "block", "blocks"),
+                                grouped(scan.first_gap_offset)));
+  if (scan.junk_bytes)
+    parts.push_back(fmt::format("{} that are no block skipped (first at byte {})",
+                                plural(scan.junk_bytes, "byte", "bytes"),
+                                grouped(scan.first_junk_offset)));
+  if (end_differs && found.end.has_counts)
+    parts.push_back(fmt::format("the End record counts {} and {} before it, {} and {} read",
+                                plural(found.end.blocks, "block", "blocks"),
+                                plural(found.end.records, "record", "records"),
+                                grouped(found.blocks_before_end), grouped(found.records_before_end)));
+  else if (end_differs)
+    parts.push_back("the End record has no counts");
+  if (scan.truncated)
+    parts.push_back(fmt::format("the file ends inside a block at byte {}", grouped(scan.truncated_at)));
+  if (!t.ended) parts.push_back("no End record (killed, crashed or still being written)");
+  if (t.records_lost)
+    parts.push_back(fmt::format("{}{} lost", t.records_lost_exact ? "" : "at least ",
+                                plural(t.records_lost, "record", "records")));
+  std::string line = t.status == IntegrityStatus::kWriteFailed ? "write-failed: "
+                     : t.status == IntegrityStatus::kDamaged   ? "damaged: "
+                                                               : "incomplete: ";
+  if (t.status == IntegrityStatus::kWriteFailed)
+    parts.insert(parts.begin(), t.write_error ? fmt::format("the shim could not write the trace ({}, errno {})",
+                                                            std::strerror(static_cast<int>(t.write_error)),
+                                                            t.write_error)
+                                              : std::string("the shim could not write the trace"));
+  for (size_t i = 0; i < parts.size(); ++i) line += (i ? "; " : "") + parts[i];
+  return line;
+}
+
+// Format 3: what the block headers (scan) and the checked blocks (found) say about the trace.
+TraceIntegrity checked_integrity(const BlockScan& scan, const BlockResults& found, uint64_t file_bytes) {
+  TraceIntegrity t;
+  t.checked = true;
+  t.ended = found.ended;
+  t.write_error = scan.write_error ? scan.write_error
+                                   : static_cast<uint32_t>(found.ended ? found.end.write_error : 0);
+  t.blocks = found.good_blocks;
+  t.damaged_blocks = found.damaged_blocks + scan.out_of_sequence;
+  t.missing_blocks = scan.missing_blocks;
+  t.skipped_bytes = scan.junk_bytes + scan.truncated_bytes + found.damaged_bytes;
+  t.truncated = scan.truncated;
+  t.records_lost = found.damaged_records;
+  // End counts what was written before it: anything less read was lost on the way.
+  const bool end_differs = found.ended && (!found.end.has_counts ||
+                                           found.end.blocks != found.blocks_before_end ||
+                                           found.end.records != found.records_before_end);
+  if (found.ended && found.end.has_counts && found.end.records >= found.records_before_end) {
+    t.records_lost = found.end.records - found.records_before_end;
+    t.records_lost_exact = true;
+  }
+  t.first_problem_offset = std::min({found.first_damaged_offset, scan.first_gap_offset,
+                                     scan.out_of_sequence_offset, scan.first_junk_offset,
+                                     scan.truncated ? scan.truncated_at : UINT64_MAX,
+                                     found.ended ? UINT64_MAX : file_bytes});
+  const bool write_failed = (scan.flags & kHeaderWriteFailed) || t.write_error != 0;
+  const bool damaged = t.damaged_blocks || t.missing_blocks || scan.junk_bytes || end_differs;
+  if (write_failed) t.status = IntegrityStatus::kWriteFailed;
+  else if (damaged) t.status = IntegrityStatus::kDamaged;
+  else if (t.truncated || !t.ended) t.status = IntegrityStatus::kIncomplete;
+  else t.status = IntegrityStatus::kComplete;
+  if (t.status == IntegrityStatus::kComplete) t.first_problem_offset = 0;
+  else t.detail = integrity_detail(t, scan, found, end_differs);
+  return t;
+}
 }  // namespace
 
 void TraceReader::read(TraceSink& sink) {
   Impl& m = *impl_;
+  if (has_blocks(m.version) && !m.blocks) m.blocks = scan_blocks(m.file.bytes());
+  BlockResults found;
   auto pass = [&](bool streaming) {
     m.counts = TraceCounts{};
     m.counts.file_bytes = m.file.bytes().size();
     m.counts.version = m.version;
-    return ReadPass(m.path, m.file.bytes(), m.version, m.counts, sink, streaming).run();
+    if (!m.blocks)
+      return ReadPass(m.path, m.file.bytes(), m.version, m.counts, sink, streaming).run();
+    BlockStream stream(*m.blocks, m.file.bytes(), m.version);
+    if (!ReadPass(m.path, m.file.bytes(), m.version, m.counts, sink, streaming, &stream, &m.text).run())
+      return false;
+    found = stream.finish();
+    return true;
   };
   if (!pass(true)) {
     sink.restart();
     pass(false);
   }
-  m.integrity = unchecked_integrity(m.counts);
+  if (!m.blocks) {
+    m.integrity = unchecked_integrity(m.counts);
+    return;
+  }
+  m.counts.blocks = found.good_blocks;
+  m.counts.raw_bytes = found.raw_bytes;
+  m.counts.truncated = m.blocks->truncated;
+  m.counts.truncated_at = m.blocks->truncated_at;
+  m.integrity = checked_integrity(*m.blocks, found, m.counts.file_bytes);
 }
 
 std::vector<TimedEvent> TraceReader::timed_events() {

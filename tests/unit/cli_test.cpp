@@ -73,8 +73,8 @@ void expect_one_line_error(const Result& r) {
 
 constexpr uint64_t kShim = 0x10000, kApp = 0x400000;
 
-TraceBuilder trace(uint64_t pid) {
-  TraceBuilder t;
+TraceBuilder trace(uint64_t pid, gf::Version version = gf::kVersion) {
+  TraceBuilder t(version);
   t.process(pid, "app");
   t.module("/nonexistent/libgpumemshim.so", kShim, 0x10000);
   t.module("/nonexistent/leaky_app", kApp, 0x10000);
@@ -140,7 +140,7 @@ TEST(Cli, UnusableInputsExitTwoWithOneLine) {
   TraceBuilder newer = trace(3);
   newer.header_version(9, 0);
   newer.write(dir.file("newer.trace"));
-  TraceBuilder corrupt = trace(4);
+  TraceBuilder corrupt = trace(4, gf::kVersion2_0);  // format 3 would call its block damaged
   corrupt.alloc(0x1000, 1).append_bytes(std::string_view("\0\0\0\0\0\0", 6)).alloc(0x2000, 1).end();
   corrupt.write(dir.file("corrupt.trace"));
   for (const char* name : {"empty.trace", "garbage.trace", "newer.trace", "corrupt.trace", "missing.trace"})
@@ -187,7 +187,7 @@ TEST(Cli, JsonReportHasTheContractKeys) {
 
 TEST(Cli, TextReportAndStats) {
   TempDir dir;
-  TraceBuilder t = trace(5);
+  TraceBuilder t = trace(5, gf::kVersion2_0);  // a cut record, not a cut block
   t.alloc(0x1000, 3 << 20, 1).alloc(0x2000, 64, 0, gf::Api::kCudaMallocManaged, gf::MemoryKind::kManaged);
   t.add(gf::MemInfoRecord{10, 0, 1, 2});
   std::string path = t.write(dir.file("t.trace"), t.bytes().size() - 2);  // cut the last record

@@ -34,18 +34,18 @@ Rec read_back(const TraceBuilder& t, gf::RecordType type) {
 }  // namespace
 
 TEST(FormatRoundTrip, Header) {
-  TraceBuilder t;
+  TraceBuilder t(gf::kVersion2_0);
   gf::RecordReader reader(span_of(t));
   EXPECT_EQ(reader.read_header(), "");
-  EXPECT_EQ(reader.version().major, gf::kVersionMajor);
-  EXPECT_EQ(reader.version().minor, gf::kVersionMinor);
+  EXPECT_EQ(reader.version().major, 2);
+  EXPECT_EQ(reader.version().minor, 0);
   gf::RawRecord raw;
   EXPECT_EQ(reader.next(raw), gf::ReadStatus::kEnd);
 }
 
 TEST(FormatRoundTrip, Process) {
   gf::ProcessRecord r{4242, 17, -1, 123456789012345ull, 987654321, "node-3", "python train.py --x", "/usr/bin/python3"};
-  TraceBuilder t;
+  TraceBuilder t(gf::kVersion2_0);
   t.add(r);
   auto o = read_back<gf::ProcessRecord>(t, gf::RecordType::kProcess);
   EXPECT_EQ(o.pid, r.pid); EXPECT_EQ(o.ppid, r.ppid); EXPECT_EQ(o.rank, r.rank);
@@ -56,7 +56,7 @@ TEST(FormatRoundTrip, Process) {
 TEST(FormatRoundTrip, Module) {
   std::string build_id("\x01\x02\xff\x00\x7f", 5);
   gf::ModuleRecord r{0x7f0000000000ull, 0x7f0000001000ull, 0x23000, build_id, "/lib/libfoo.so"};
-  TraceBuilder t;
+  TraceBuilder t(gf::kVersion2_0);
   t.add(r);
   auto o = read_back<gf::ModuleRecord>(t, gf::RecordType::kModule);
   EXPECT_EQ(o.load_bias, r.load_bias); EXPECT_EQ(o.start, r.start); EXPECT_EQ(o.size, r.size);
@@ -65,7 +65,7 @@ TEST(FormatRoundTrip, Module) {
 
 TEST(FormatRoundTrip, Stack) {
   std::vector<uint64_t> frames = {0x7f00000012345ull, 0x401000, 0xffffffffffffff00ull, 0, 0x401004};
-  TraceBuilder t;
+  TraceBuilder t(gf::kVersion2_0);
   t.stack(0xdeadbeefcafeull, frames);
   gf::RecordReader reader(span_of(t));
   ASSERT_EQ(reader.read_header(), "");
@@ -81,7 +81,7 @@ TEST(FormatRoundTrip, Stack) {
 
 TEST(FormatRoundTrip, AllocFreeFailed) {
   gf::AllocRecord a{1000, 77, 3, 0x55, gf::Api::kCudaMallocAsync, gf::MemoryKind::kPool, 0x7f1234560000ull, 1ull << 33, 9};
-  TraceBuilder t1;
+  TraceBuilder t1(gf::kVersion2_0);
   t1.add(a);
   auto ao = read_back<gf::AllocRecord>(t1, gf::RecordType::kAlloc);
   EXPECT_EQ(ao.time_ns, a.time_ns); EXPECT_EQ(ao.thread_id, a.thread_id); EXPECT_EQ(ao.device, a.device);
@@ -89,7 +89,7 @@ TEST(FormatRoundTrip, AllocFreeFailed) {
   EXPECT_EQ(ao.address, a.address); EXPECT_EQ(ao.size, a.size); EXPECT_EQ(ao.stack_id, a.stack_id);
 
   gf::FreeRecord f{2000, 78, -1, 0, gf::Api::kCuMemRelease, gf::MemoryKind::kPhysical, 42, 10, 700};
-  TraceBuilder t2;
+  TraceBuilder t2(gf::kVersion2_0);
   t2.add(f);
   auto fo = read_back<gf::FreeRecord>(t2, gf::RecordType::kFree);
   EXPECT_EQ(fo.time_ns, f.time_ns); EXPECT_EQ(fo.thread_id, f.thread_id); EXPECT_EQ(fo.device, f.device);
@@ -97,7 +97,7 @@ TEST(FormatRoundTrip, AllocFreeFailed) {
   EXPECT_EQ(fo.stack_id, f.stack_id); EXPECT_EQ(fo.result, f.result);
 
   gf::AllocFailedRecord x{3000, 79, 1, 5, gf::Api::kCuMemAlloc, gf::MemoryKind::kDevice, 1ull << 40, 2, 11};
-  TraceBuilder t3;
+  TraceBuilder t3(gf::kVersion2_0);
   t3.add(x);
   auto xo = read_back<gf::AllocFailedRecord>(t3, gf::RecordType::kAllocFailed);
   EXPECT_EQ(xo.time_ns, x.time_ns); EXPECT_EQ(xo.device, x.device); EXPECT_EQ(xo.stream, x.stream);
@@ -106,55 +106,55 @@ TEST(FormatRoundTrip, AllocFreeFailed) {
 }
 
 TEST(FormatRoundTrip, MemInfoMarkerDeviceAttributeEnd) {
-  TraceBuilder t1;
+  TraceBuilder t1(gf::kVersion2_0);
   t1.add(gf::MemInfoRecord{5, 2, 1000, 80ull << 30});
   auto m = read_back<gf::MemInfoRecord>(t1, gf::RecordType::kMemInfo);
   EXPECT_EQ(m.time_ns, 5u); EXPECT_EQ(m.device, 2); EXPECT_EQ(m.free_bytes, 1000u); EXPECT_EQ(m.total_bytes, 80ull << 30);
 
-  TraceBuilder t2;
+  TraceBuilder t2(gf::kVersion2_0);
   t2.add(gf::MarkerRecord{6, 9, gf::MarkerKind::kStep, "step 3"});
   auto k = read_back<gf::MarkerRecord>(t2, gf::RecordType::kMarker);
   EXPECT_EQ(k.time_ns, 6u); EXPECT_EQ(k.thread_id, 9u); EXPECT_EQ(k.kind, gf::MarkerKind::kStep); EXPECT_EQ(k.name, "step 3");
   EXPECT_EQ(k.stack_id, 0u);
 
-  TraceBuilder t2s;
+  TraceBuilder t2s(gf::kVersion2_0);
   t2s.add(gf::MarkerRecord{7, 9, gf::MarkerKind::kRangePush, "torch.backward", 0xfeedbeefcafeull});
   auto ks = read_back<gf::MarkerRecord>(t2s, gf::RecordType::kMarker);
   EXPECT_EQ(ks.name, "torch.backward"); EXPECT_EQ(ks.stack_id, 0xfeedbeefcafeull);
 
   // A marker written before the stack field existed ends after its name: it has no stack.
-  TraceBuilder t2o;
+  TraceBuilder t2o(gf::kVersion2_0);
   t2o.raw(static_cast<uint8_t>(gf::RecordType::kMarker), std::string("\x08\x09\x02\x02s1", 6));
   auto ko = read_back<gf::MarkerRecord>(t2o, gf::RecordType::kMarker);
   EXPECT_EQ(ko.time_ns, 8u); EXPECT_EQ(ko.kind, gf::MarkerKind::kStep); EXPECT_EQ(ko.name, "s1");
   EXPECT_EQ(ko.stack_id, 0u);
 
-  TraceBuilder tl;
+  TraceBuilder tl(gf::kVersion2_0);
   tl.add(gf::StackLabelRecord{0xabcdefull, "N5torch8autograd9generated11MmBackward0E"});
   auto l = read_back<gf::StackLabelRecord>(tl, gf::RecordType::kStackLabel);
   EXPECT_EQ(l.stack_id, 0xabcdefull); EXPECT_EQ(l.label, "N5torch8autograd9generated11MmBackward0E");
 
-  TraceBuilder t3;
+  TraceBuilder t3(gf::kVersion2_0);
   t3.add(gf::DeviceRecord{1, 141ull << 30, "NVIDIA H200"});
   auto d = read_back<gf::DeviceRecord>(t3, gf::RecordType::kDevice);
   EXPECT_EQ(d.device, 1); EXPECT_EQ(d.total_bytes, 141ull << 30); EXPECT_EQ(d.name, "NVIDIA H200");
 
-  TraceBuilder t4;
+  TraceBuilder t4(gf::kVersion2_0);
   t4.add(gf::AttributeRecord{"cuda.runtime_version", "13000"});
   auto a = read_back<gf::AttributeRecord>(t4, gf::RecordType::kAttribute);
   EXPECT_EQ(a.key, "cuda.runtime_version"); EXPECT_EQ(a.value, "13000");
 
-  TraceBuilder t5;
+  TraceBuilder t5(gf::kVersion2_0);
   t5.add(gf::EndRecord{123456});
   EXPECT_EQ(read_back<gf::EndRecord>(t5, gf::RecordType::kEnd).time_ns, 123456u);
 
-  TraceBuilder t6;
+  TraceBuilder t6(gf::kVersion2_0);
   t6.add(gf::FlushRecord{50'000'123});
   EXPECT_EQ(read_back<gf::FlushRecord>(t6, gf::RecordType::kFlush).time_ns, 50'000'123u);
 }
 
 TEST(FormatReader, UnknownRecordTypeIsSkippable) {
-  TraceBuilder t;
+  TraceBuilder t(gf::kVersion2_0);
   t.raw(200, "future payload").alloc(0x1000, 64);
   gf::RecordReader reader(span_of(t));
   ASSERT_EQ(reader.read_header(), "");
@@ -168,7 +168,7 @@ TEST(FormatReader, UnknownRecordTypeIsSkippable) {
 }
 
 TEST(FormatReader, TruncatedFinalRecord) {
-  TraceBuilder t;
+  TraceBuilder t(gf::kVersion2_0);
   t.alloc(0x1000, 64).alloc(0x2000, 128);
   auto& b = t.mutable_bytes();
   b.resize(b.size() - 2);
@@ -180,7 +180,7 @@ TEST(FormatReader, TruncatedFinalRecord) {
 }
 
 TEST(FormatReader, GarbageInTheMiddleIsAnError) {
-  TraceBuilder t;
+  TraceBuilder t(gf::kVersion2_0);
   t.alloc(0x1000, 64).append_bytes(std::string_view("\x00\x05\x00\x00\x00\x00\x00\x00", 8)).alloc(0x2000, 64);
   gf::RecordReader reader(span_of(t));
   ASSERT_EQ(reader.read_header(), "");
@@ -195,11 +195,11 @@ TEST(FormatReader, BadHeaders) {
   EXPECT_NE(gf::RecordReader(empty).read_header(), "");
   std::vector<uint8_t> elf = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   EXPECT_NE(gf::RecordReader(elf).read_header().find("bad magic"), std::string::npos);
-  TraceBuilder newer;
+  TraceBuilder newer(gf::kVersion2_0);
   newer.header_version(gf::kVersionMajor + 1, 0);
   EXPECT_NE(gf::RecordReader(span_of(newer)).read_header().find("not supported"), std::string::npos);
-  TraceBuilder minor;
-  minor.header_version(gf::kVersionMajor, 7);
+  TraceBuilder minor(gf::kVersion2_0);
+  minor.header_version(2, 7);
   EXPECT_EQ(gf::RecordReader(span_of(minor)).read_header(), "");
 }
 
@@ -209,7 +209,7 @@ TEST(FormatRoundTrip, PyCodeAndPyStack) {
   std::vector<gf::PyFrameRef> frames = {{0x1234567890abcdefull, 17, 0}, {7, 0, gf::kPyFrameEntry},
                                         {0xffffffffffffffffull, 100000, 1}};
   gf::PyStackRecord stack{0xfeedull, static_cast<uint32_t>(frames.size()), frames.data()};
-  TraceBuilder t;
+  TraceBuilder t(gf::kVersion2_0);
   t.add(code);
   t.add(stack);
   gf::RecordReader reader(span_of(t));
@@ -246,7 +246,7 @@ TEST(FormatRoundTrip, PyCodeAndPyStack) {
 TEST(FormatRoundTrip, TorchEvent) {
   gf::TorchEventRecord e{4000, 81, 2, 0xdeadbeef, gf::TorchAction::kFreeCompleted,
                          0x7f00aa000000ull, 3ull << 20, 12};
-  TraceBuilder t;
+  TraceBuilder t(gf::kVersion2_0);
   t.add(e);
   auto o = read_back<gf::TorchEventRecord>(t, gf::RecordType::kTorchEvent);
   EXPECT_EQ(o.time_ns, e.time_ns); EXPECT_EQ(o.thread_id, e.thread_id); EXPECT_EQ(o.device, e.device);
@@ -268,7 +268,7 @@ TEST(FormatRoundTrip, TorchEvent) {
 
 TEST(FormatRoundTrip, TorchEventUnknownActionDecodes) {
   gf::TorchEventRecord e{1, 2, 0, 0, static_cast<gf::TorchAction>(9), 0x1000, 64, 0};
-  TraceBuilder t;
+  TraceBuilder t(gf::kVersion2_0);
   t.add(e);
   gf::RecordReader reader(span_of(t));
   ASSERT_EQ(reader.read_header(), "");
@@ -395,7 +395,7 @@ std::string fixed_payload(const Rec& r) {
 
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(Versions, FormatLayouts, ::testing::Values(gf::Version{1, 0}, gf::kVersion1_1, gf::kVersion),
+INSTANTIATE_TEST_SUITE_P(Versions, FormatLayouts, ::testing::Values(gf::Version{1, 0}, gf::kVersion1_1, gf::kVersion2_0),
                          [](const auto& info) {
                            return "v" + std::to_string(info.param.major) + "_" + std::to_string(info.param.minor);
                          });
@@ -459,7 +459,7 @@ TEST_P(FormatLayouts, TorchEventEveryFieldAndExtremes) {
 
 // The other records keep their varint payloads in 2.0: the same bytes in both versions.
 TEST_P(FormatLayouts, OtherRecordsAreTheSameInEveryVersion) {
-  TraceBuilder t(GetParam()), ref(gf::kVersion);
+  TraceBuilder t(GetParam()), ref(gf::kVersion2_0);
   for (TraceBuilder* b : {&t, &ref}) {
     b->add(gf::AllocFailedRecord{3000, 79, 1, 5, gf::Api::kCuMemAlloc, gf::MemoryKind::kDevice, 1ull << 40, 2, 11});
     b->add(gf::MemInfoRecord{5, 2, 1000, 80ull << 30});
@@ -475,16 +475,16 @@ TEST(FormatLayouts, DeviceIsSavedAsI16InTheFixedLayout) {
                                                 {INT32_MIN, -32768}};
   for (auto [in, stored] : cases) {
     SCOPED_TRACE(in);
-    TraceBuilder fixed, varint(gf::kVersion1_1);
+    TraceBuilder fixed(gf::kVersion2_0), varint(gf::kVersion1_1);
     gf::AllocRecord a{1, 2, in, 0, gf::Api::kCudaMalloc, gf::MemoryKind::kDevice, 0x1000, 64, 0};
     fixed.add(a);
     varint.add(a);
-    EXPECT_EQ(read_hot<gf::AllocRecord>(fixed, gf::RecordType::kAlloc, gf::kVersion, gf::kFixedAllocSize).device, stored);
+    EXPECT_EQ(read_hot<gf::AllocRecord>(fixed, gf::RecordType::kAlloc, gf::kVersion2_0, gf::kFixedAllocSize).device, stored);
     EXPECT_EQ(read_hot<gf::AllocRecord>(varint, gf::RecordType::kAlloc, gf::kVersion1_1, 0).device, in);
     gf::TorchEventRecord e{1, 2, in, 0, gf::TorchAction::kAlloc, 0x1000, 64, 0};
-    TraceBuilder torch;
+    TraceBuilder torch(gf::kVersion2_0);
     torch.add(e);
-    EXPECT_EQ(read_hot<gf::TorchEventRecord>(torch, gf::RecordType::kTorchEvent, gf::kVersion,
+    EXPECT_EQ(read_hot<gf::TorchEventRecord>(torch, gf::RecordType::kTorchEvent, gf::kVersion2_0,
                                              gf::kFixedTorchEventSize).device, stored);
   }
 }
@@ -531,10 +531,13 @@ TEST(FormatLayouts, FixedEncoderCapacity) {
   EXPECT_EQ(gf::encode(buf, 2 + gf::kFixedTorchEventSize - 1, e), 0u);
   EXPECT_EQ(gf::encode(buf, 2 + gf::kFixedTorchEventSize, e), 2 + gf::kFixedTorchEventSize);
   EXPECT_EQ(gf::encode(buf, 0, a), 0u);
-  uint8_t header[gf::kHeaderSize];
-  ASSERT_EQ(gf::encode_header(header, sizeof header), gf::kHeaderSize);
-  EXPECT_EQ(header[8] | header[9] << 8, 2);
+  uint8_t header[gf::kHeaderSizeV3];
+  ASSERT_EQ(gf::encode_header(header, sizeof header), gf::kHeaderSizeV3);  // the version written: 3.0
+  EXPECT_EQ(header[8] | header[9] << 8, 3);
   EXPECT_EQ(header[10] | header[11] << 8, 0);
+  EXPECT_EQ(gf::encode_header(header, gf::kHeaderSizeV3 - 1), 0u);
+  ASSERT_EQ(gf::encode_header(header, sizeof header, gf::kVersion2_0), gf::kHeaderSize);
+  EXPECT_EQ(header[8] | header[9] << 8, 2);
   ASSERT_EQ(gf::encode_header(header, sizeof header, gf::kVersion1_1), gf::kHeaderSize);
   EXPECT_EQ(header[8] | header[9] << 8, 1);
   EXPECT_EQ(header[10] | header[11] << 8, 1);
@@ -547,7 +550,7 @@ TEST(FormatLayouts, ShortFixedPayloadFailsTrailingBytesAreIgnored) {
   const gf::FreeRecord f{20, 21, 1, 22, gf::Api::kCudaFree, gf::MemoryKind::kDevice, 0x1000, 23, 24};
   const gf::TorchEventRecord e{30, 31, 1, 32, gf::TorchAction::kAlloc, 0x1000, 64, 33};
   const std::string pa = fixed_payload(a), pf = fixed_payload(f), pe = fixed_payload(e);
-  TraceBuilder t;
+  TraceBuilder t(gf::kVersion2_0);
   t.raw(4, pa.substr(0, pa.size() - 1)).raw(5, pf.substr(0, pf.size() - 1)).raw(14, pe.substr(0, pe.size() - 1));
   t.raw(4, pa + "later").raw(5, pf + "later").raw(14, pe + "later");
   t.raw(4, "").raw(5, "").raw(14, "");
@@ -585,7 +588,7 @@ TEST(FormatLayouts, FixedMemoryKindIsValidated) {
   for (int kind : {0, 1, 7, 8, 255}) {
     SCOPED_TRACE(kind);
     const bool ok = kind >= 1 && kind <= gf::kMemoryKindMax;
-    for (gf::Version v : {gf::kVersion1_1, gf::kVersion}) {
+    for (gf::Version v : {gf::kVersion1_1, gf::kVersion2_0}) {
       TraceBuilder t(v);
       t.add(gf::AllocRecord{1, 2, 0, 0, gf::Api::kCudaMalloc, static_cast<gf::MemoryKind>(kind), 0x1000, 64, 0});
       t.add(gf::FreeRecord{1, 2, 0, 0, gf::Api::kCudaFree, static_cast<gf::MemoryKind>(kind), 0x1000, 0, 0});
@@ -602,19 +605,21 @@ TEST(FormatLayouts, FixedMemoryKindIsValidated) {
   }
 }
 
-// Readers read 1.0, 1.1 and 2.0 (and later 2.x minors); a 3.0 file is rejected with a one-line error.
+// Readers read 1.0, 1.1, 2.0 and 3.0 (and later minors); a 4.0 file is rejected with a one-line
+// error.
 TEST(FormatLayouts, VersionsRead) {
-  for (gf::Version v : {gf::Version{1, 0}, gf::Version{1, 1}, gf::Version{2, 0}, gf::Version{2, 5}}) {
+  for (gf::Version v : {gf::Version{1, 0}, gf::Version{1, 1}, gf::Version{2, 0}, gf::Version{2, 5},
+                        gf::Version{3, 0}, gf::Version{3, 2}}) {
     TraceBuilder t(v);
     gf::RecordReader reader(span_of(t));
     EXPECT_EQ(reader.read_header(), "") << describe(v);
   }
-  TraceBuilder three;
-  three.header_version(3, 0);
+  TraceBuilder three(gf::kVersion2_0);
+  three.header_version(4, 0);
   const std::string err = gf::RecordReader(span_of(three)).read_header();
-  EXPECT_NE(err.find("version 3.0 is not supported"), std::string::npos) << err;
+  EXPECT_NE(err.find("version 4.0 is not supported"), std::string::npos) << err;
   EXPECT_EQ(err.find('\n'), std::string::npos);
-  TraceBuilder zero;
+  TraceBuilder zero(gf::kVersion2_0);
   zero.header_version(0, 9);
   EXPECT_NE(gf::RecordReader(span_of(zero)).read_header().find("not supported"), std::string::npos);
 }
@@ -623,7 +628,7 @@ TEST(FormatLayouts, VersionsRead) {
 // anything else (another type, a record it cannot frame whole, the byte budget); next() reads on
 // from there. A 1.x file's hot records are next()'s alone.
 TEST(FormatReader, NextHotFramesRunsOfHotRecordsAndStopsBeforeTheRest) {
-  TraceBuilder t;
+  TraceBuilder t(gf::kVersion2_0);
   t.alloc(0x1000, 64).free(0x1000).torch(gf::TorchAction::kAlloc, 0x2000, 32);
   t.marker(gf::MarkerKind::kStep, "a step marker, long enough to be framed like a hot record");
   t.alloc(0x3000, 64).alloc(0x4000, 64).alloc(0x5000, 64);

@@ -1,7 +1,11 @@
 // Builds gpumemshim traces in memory for tests: a header, then records written with the format's
-// encoder. Header-only; depends only on gpumemshim_format_headers.
+// encoder; in format 3 (the default, what the shim writes) the records are framed into blocks
+// when the bytes are asked for (bytes(), write()). Header-only; depends on
+// gpumemshim_format_headers and libzstd.
 //
-//   TraceBuilder t;                       // writes the header (t.header_version(9, 0) to fake one)
+//   TraceBuilder t;                       // format 3 (t.header_version(9, 0) to fake another)
+//   t.blocks(16, gf::BlockCodec::kRaw);   // 16 records a block, uncompressed (default: 64, zstd)
+//   TraceBuilder t2(gf::kVersion2_0);     // a 2.0 trace: records after a 16-byte header
 //   TraceBuilder t1(gf::kVersion1_1);     // a 1.1 trace: the hot records' varint payloads
 //   t.process(1234, "app --flag");
 //   t.module("/usr/bin/app", 0x400000, 0x10000);
@@ -20,6 +24,9 @@
 #include <string_view>
 #include <vector>
 
+#include <zstd.h>
+
+#include "gpumemshim/format/block.h"
 #include "gpumemshim/format/encoder.h"
 #include "gpumemshim/format/records.h"
 
@@ -32,15 +39,39 @@ class TraceBuilder {
   // A trace of format `version` (default: the one the shim writes): its header, and its records
   // as that version lays them out.
   explicit TraceBuilder(gf::Version version = gf::kVersion) : version_(version) {
-    bytes_.resize(gf::kHeaderSize);
-    gf::encode_header(bytes_.data(), bytes_.size(), version);
+    header_.resize(gf::has_blocks(version) ? gf::kHeaderSizeV3 : gf::kHeaderSize);
+    gf::encode_header(header_.data(), header_.size(), version);
+    if (!blocked()) bytes_ = header_;
+    stale_ = blocked();
   }
   // Overwrites the header's version (e.g. a newer major version); records added keep the layout
-  // of the version the builder was made for.
+  // (and the framing) of the version the builder was made for.
   TraceBuilder& header_version(uint16_t major, uint16_t minor) {
-    bytes_[8] = static_cast<uint8_t>(major & 0xff); bytes_[9] = static_cast<uint8_t>(major >> 8);
-    bytes_[10] = static_cast<uint8_t>(minor & 0xff); bytes_[11] = static_cast<uint8_t>(minor >> 8);
+    for (auto* h : {&header_, &bytes_}) {
+      if (h->size() < 12) continue;
+      (*h)[8] = static_cast<uint8_t>(major & 0xff); (*h)[9] = static_cast<uint8_t>(major >> 8);
+      (*h)[10] = static_cast<uint8_t>(minor & 0xff); (*h)[11] = static_cast<uint8_t>(minor >> 8);
+    }
     return *this;
+  }
+
+  // Format 3: how write() frames the records: records per block, and the codec.
+  TraceBuilder& blocks(size_t records_per_block, gf::BlockCodec codec = gf::BlockCodec::kZstd) {
+    per_block_ = records_per_block;
+    codec_ = codec;
+    return dirty();
+  }
+  // Format 3: the header says a write failed (flag and errno), as the shim sets it.
+  TraceBuilder& header_write_failed(uint32_t error) {
+    gf::detail::put32(header_.data() + gf::kHeaderFlagsOffset, gf::kHeaderWriteFailed);
+    gf::detail::put32(header_.data() + gf::kHeaderWriteErrorOffset, error);
+    return dirty();
+  }
+  // Format 3: the End record claims these counts instead of what the framing gives.
+  TraceBuilder& end_claims(uint64_t blocks, uint64_t records) {
+    claimed_blocks_ = blocks;
+    claimed_records_ = records;
+    return dirty();
   }
 
   // Any record the encoder knows.
@@ -49,26 +80,30 @@ class TraceBuilder {
     std::vector<uint8_t> buf(4096);
     for (;;) {
       size_t n = gf::encode_for(version_, buf.data(), buf.size(), r);
-      if (n) {
-        bytes_.insert(bytes_.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
-        return *this;
-      }
+      if (n) return append_record({reinterpret_cast<const char*>(buf.data()), n});
       if (buf.size() > (8u << 20)) throw std::length_error("record too large to encode");
       buf.resize(buf.size() * 4);
     }
   }
   // A record of a type unknown to this version: type byte, length, payload.
   TraceBuilder& raw(uint8_t type, std::string_view payload) {
-    bytes_.push_back(type);
+    std::string rec(1, static_cast<char>(type));
     uint64_t len = payload.size();
-    while (len >= 0x80) { bytes_.push_back(static_cast<uint8_t>(len) | 0x80); len >>= 7; }
-    bytes_.push_back(static_cast<uint8_t>(len));
-    bytes_.insert(bytes_.end(), payload.begin(), payload.end());
-    return *this;
+    while (len >= 0x80) { rec.push_back(static_cast<char>(static_cast<uint8_t>(len) | 0x80)); len >>= 7; }
+    rec.push_back(static_cast<char>(len));
+    rec.append(payload);
+    return append_record(rec);
   }
+  // Bytes after the last record: in format 3, inside its block (a record that does not decode
+  // damages the block); to put bytes between blocks, edit mutable_bytes().
   TraceBuilder& append_bytes(std::string_view b) {
-    bytes_.insert(bytes_.end(), b.begin(), b.end());
-    return *this;
+    if (!blocked()) {
+      bytes_.insert(bytes_.end(), b.begin(), b.end());
+      return *this;
+    }
+    if (records_.empty()) records_.emplace_back();
+    records_.back().bytes.append(b);
+    return dirty();
   }
 
   TraceBuilder& process(uint64_t pid, std::string_view command_line, uint64_t ppid = 1,
@@ -130,23 +165,46 @@ class TraceBuilder {
     r.device = device; r.total_bytes = total; r.name = name;
     return add(r);
   }
-  TraceBuilder& end() {
+  // The End record; in format 3 its counts (blocks and records before it) are filled in when the
+  // records are framed, and write_error is the shim's errno of a failed write.
+  TraceBuilder& end(uint64_t write_error = 0) {
     gf::EndRecord r;
     r.time_ns = tick();
-    return add(r);
+    r.write_error = write_error;
+    if (!blocked()) return add(r);
+    records_.push_back(Record{{}, true, r});
+    return dirty();
   }
 
-  const std::vector<uint8_t>& bytes() const { return bytes_; }
-  std::vector<uint8_t>& mutable_bytes() { return bytes_; }
+  // The file's bytes (format 3: the records framed into blocks; edits through mutable_bytes()
+  // last until a record is added).
+  const std::vector<uint8_t>& bytes() const {
+    if (stale_) frame();
+    return bytes_;
+  }
+  std::vector<uint8_t>& mutable_bytes() {
+    bytes();
+    return bytes_;
+  }
   std::string_view view() const {
+    bytes();
     return {reinterpret_cast<const char*>(bytes_.data()), bytes_.size()};
+  }
+  // Format 3: the offset of each block's header in bytes().
+  const std::vector<size_t>& block_offsets() const {
+    bytes();
+    return block_offsets_;
   }
   // Writes the trace (optionally only its first `limit` bytes) and returns the path.
   std::string write(const std::string& path, size_t limit = SIZE_MAX) const {
+    return write_file(path, bytes(), limit);
+  }
+  static std::string write_file(const std::string& path, const std::vector<uint8_t>& bytes,
+                                size_t limit = SIZE_MAX) {
     std::FILE* f = std::fopen(path.c_str(), "wb");
     if (!f) throw std::runtime_error("cannot write " + path);
-    size_t n = std::min(limit, bytes_.size());
-    bool ok = std::fwrite(bytes_.data(), 1, n, f) == n;
+    size_t n = std::min(limit, bytes.size());
+    bool ok = std::fwrite(bytes.data(), 1, n, f) == n;
     ok = std::fclose(f) == 0 && ok;
     if (!ok) throw std::runtime_error("cannot write " + path);
     return path;
@@ -160,9 +218,83 @@ class TraceBuilder {
   }
 
  private:
+  struct Record {
+    std::string bytes;  // encoded (and any bytes appended after it)
+    bool is_end = false;  // format 3's End: encoded when framed, with its counts
+    gf::EndRecord end;
+  };
+
+  bool blocked() const { return gf::has_blocks(version_); }
+  TraceBuilder& dirty() {
+    stale_ = blocked();
+    return *this;
+  }
+  TraceBuilder& append_record(std::string_view rec) {
+    if (!blocked()) {
+      bytes_.insert(bytes_.end(), rec.begin(), rec.end());
+      return *this;
+    }
+    records_.push_back(Record{std::string(rec), false, {}});
+    return dirty();
+  }
+
+  // Format 3: the header, then the records per_block_ at a time in blocks (record_count as the
+  // writer counts them), the End's counts being what precedes it.
+  void frame() const {
+    bytes_ = header_;
+    block_offsets_.clear();
+    uint64_t records_before = 0;
+    for (size_t first = 0; first < records_.size(); first += per_block_) {
+      std::string raw;
+      for (size_t i = first; i < std::min(records_.size(), first + per_block_); ++i) {
+        const Record& r = records_[i];
+        if (!r.is_end) {
+          raw += r.bytes;
+          continue;
+        }
+        gf::EndRecord e = r.end;
+        e.blocks = claimed_blocks_ != UINT64_MAX ? claimed_blocks_ : block_offsets_.size();
+        e.records = claimed_records_ != UINT64_MAX ? claimed_records_ : records_before + (i - first);
+        uint8_t buf[64];
+        raw.append(reinterpret_cast<const char*>(buf), gf::encode(buf, sizeof buf, e));
+      }
+      const auto* p = reinterpret_cast<const uint8_t*>(raw.data());
+      const uint32_t count = gf::count_records(p, raw.size());
+      records_before += count;
+      add_block(p, raw.size(), count);
+    }
+    stale_ = false;
+  }
+
+  void add_block(const uint8_t* raw, size_t n, uint32_t count) const {
+    std::vector<uint8_t> stored(raw, raw + n);
+    if (codec_ == gf::BlockCodec::kZstd) {
+      stored.resize(ZSTD_compressBound(n));
+      stored.resize(ZSTD_compress(stored.data(), stored.size(), raw, n, 1));
+    }
+    gf::BlockHeader h;
+    h.seq = static_cast<uint32_t>(block_offsets_.size());
+    h.stored_size = static_cast<uint32_t>(stored.size());
+    h.raw_size = static_cast<uint32_t>(n);
+    h.record_count = count;
+    h.codec = codec_;
+    h.payload_hash = gf::payload_hash(stored.data(), stored.size());
+    block_offsets_.push_back(bytes_.size());
+    bytes_.resize(bytes_.size() + gf::kBlockHeaderSize);
+    gf::encode_block_header(bytes_.data() + block_offsets_.back(), h);
+    bytes_.insert(bytes_.end(), stored.begin(), stored.end());
+  }
+
   uint64_t tick() { return time_ns_ += 1000; }
   gf::Version version_;
-  std::vector<uint8_t> bytes_;
+  std::vector<uint8_t> header_;
+  std::vector<Record> records_;  // format 3
+  size_t per_block_ = 64;
+  gf::BlockCodec codec_ = gf::BlockCodec::kZstd;
+  uint64_t claimed_blocks_ = UINT64_MAX, claimed_records_ = UINT64_MAX;
+  mutable std::vector<uint8_t> bytes_;  // the file (format 3: framed from records_ when stale_)
+  mutable std::vector<size_t> block_offsets_;
+  mutable bool stale_ = false;
   uint64_t time_ns_ = 0;
 };
 

@@ -55,8 +55,8 @@ class Recorder final : public gf::TraceSink {
 };
 
 // Two threads' batches, each in time order, the second thread's written after the first's.
-TraceBuilder two_thread_batches() {
-  TraceBuilder t;
+TraceBuilder two_thread_batches(gf::Version version = gf::kVersion) {
+  TraceBuilder t(version);
   t.stack(7, {0x1000});
   t.add(alloc_at(1000, 1, 0xa0)).add(free_at(3000, 1, 0xa0)).add(alloc_at(5000, 1, 0xb0));
   t.add(alloc_at(2000, 2, 0xc0)).add(free_at(4000, 2, 0xc0)).add(alloc_at(5000, 2, 0xd0));
@@ -108,9 +108,10 @@ TEST(TraceReader, TimedEventsAreTheWholeHistoryInTimeOrder) {
   EXPECT_EQ(std::get<gf::FreeRecord>(events[2]).time_ns, 3000u);
 }
 
+// Format 2.0: records without blocks.
 TEST(TraceReader, ATruncatedLastRecordEndsTheRead) {
   TempDir dir;
-  TraceBuilder t = two_thread_batches();
+  TraceBuilder t = two_thread_batches(gf::kVersion2_0);
   const size_t whole = t.view().size();
   t.add(alloc_at(6000, 1, 0xe0));
   gf::TraceReader reader(t.write(dir.file("t.trace"), whole + 5));
@@ -133,7 +134,7 @@ TEST(TraceReader, ErrorsNameTheFile) {
     EXPECT_EQ(std::string(e.what()), path + ": not a gpumemshim trace (bad magic)");
   }
 
-  TraceBuilder nul;
+  TraceBuilder nul(gf::kVersion2_0);  // format 3 calls the block damaged (see below)
   nul.module(std::string_view("/lib/a\0b.so", 11), 0x1000, 0x100);
   gf::TraceReader reader(nul.write(dir.file("nul.trace")));
   Recorder sink;

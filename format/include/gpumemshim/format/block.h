@@ -16,6 +16,7 @@ namespace gpumemshim::format {
 
 inline constexpr uint16_t kBlockFormatMajor = 3;
 inline constexpr size_t kHeaderSizeV3 = 32;
+static_assert(kVersionMajor == kBlockFormatMajor, "the version written is the block format");
 // Header flags (u32 at offset 12). Set in place by the shim, never rewritten otherwise.
 inline constexpr uint32_t kHeaderWriteFailed = 1;
 // Offsets inside the 32-byte header.

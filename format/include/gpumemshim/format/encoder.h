@@ -10,17 +10,20 @@
 
 namespace gpumemshim::format {
 
-// File header: magic, version major, version minor, flags (all little-endian). The version decides
-// the hot records' layout: a 2.x file needs encode(), a 1.x file encode_v1() (or encode_for()).
+// File header: magic, version major, version minor, then zeros (flags; in format 3 also the write
+// error and reserved bytes), all little-endian: 16 bytes for formats 1 and 2, 32 for format 3. The
+// version decides the hot records' layout: a 2.x or 3.x file needs encode(), a 1.x file
+// encode_v1() (or encode_for()); a 3.x file's records go in blocks (block.h).
 inline size_t encode_header(uint8_t* out, size_t capacity, Version v) {
-  if (capacity < kHeaderSize) return 0;
+  const size_t size = has_blocks(v) ? 32 : kHeaderSize;
+  if (capacity < size) return 0;
+  std::memset(out, 0, size);
   std::memcpy(out, kMagic, 8);
   out[8] = static_cast<uint8_t>(v.major & 0xff); out[9] = static_cast<uint8_t>(v.major >> 8);
   out[10] = static_cast<uint8_t>(v.minor & 0xff); out[11] = static_cast<uint8_t>(v.minor >> 8);
-  std::memset(out + 12, 0, 4);
-  return kHeaderSize;
+  return size;
 }
-// The version this gpumemshim writes (2.0).
+// The version this gpumemshim writes (3.0).
 inline size_t encode_header(uint8_t* out, size_t capacity) { return encode_header(out, capacity, kVersion); }
 
 namespace detail {

@@ -8,11 +8,12 @@ namespace gpumemshim::format {
 
 inline constexpr char kMagic[8] = {'G', 'M', 'S', 'T', 'R', 'A', 'C', 'E'};
 // The version this gpumemshim writes. 1.1: Flush records. 2.0: the hot records (Alloc, Free,
-// TorchEvent) have fixed little-endian payloads (fixed_layout.h) instead of varints. Readers read
-// 1.x and 2.x.
-inline constexpr uint16_t kVersionMajor = 2;
+// TorchEvent) have fixed little-endian payloads (fixed_layout.h) instead of varints. 3.0: the 2.0
+// records in checksummed, optionally zstd-compressed blocks after a 32-byte header (block.h).
+// Readers read 1.x, 2.x and 3.x.
+inline constexpr uint16_t kVersionMajor = 3;
 inline constexpr uint16_t kVersionMinor = 0;
-inline constexpr size_t kHeaderSize = 16;
+inline constexpr size_t kHeaderSize = 16;  // formats 1 and 2; format 3's is kHeaderSizeV3 (block.h)
 
 struct Version {
   uint16_t major = 0;
@@ -20,6 +21,9 @@ struct Version {
 };
 inline constexpr Version kVersion{kVersionMajor, kVersionMinor};
 inline constexpr Version kVersion1_1{1, 1};  // the last varint-only version (encode_v1)
+inline constexpr Version kVersion2_0{2, 0};  // the last version of records without blocks
+// Whether a file of version `v` holds its records in blocks (block.h).
+inline constexpr bool has_blocks(Version v) { return v.major >= 3; }
 // Whether a file of version `v` has the fixed-layout hot records.
 inline constexpr bool has_fixed_layout(Version v) { return v.major >= 2; }
 

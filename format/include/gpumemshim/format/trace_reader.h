@@ -48,8 +48,10 @@ struct TraceCounts {
   std::array<uint64_t, kApiCount> bytes_by_api{};  // bytes of the allocations
   uint64_t unknown_api = 0;       // allocs, frees and failures whose api is out of range
   uint64_t max_order_window = 0;  // the most events held at once to put them in time order
-  bool truncated = false;         // the file ends inside a record: read up to there
-  uint64_t truncated_at = 0;      // the offset of that record
+  bool truncated = false;         // the file ends inside a record (format 3: a block): read up to there
+  uint64_t truncated_at = 0;      // the offset of that record (block)
+  uint64_t blocks = 0;            // format 3: good blocks read
+  uint64_t raw_bytes = 0;         // format 3: their records' bytes, decompressed
 };
 
 // What the reader can vouch for in a trace (docs/trace-format.md "Integrity"). Final once read()

@@ -1,0 +1,106 @@
+// Format 3's blocks (block.h) as one stream of records. scan_blocks() walks the block headers of a
+// file (resynchronising past bytes that are no block); a BlockStream then checks and decompresses
+// the blocks those headers describe on a thread of its own, ahead of the reader, into one
+// anonymous mapping laid out contiguously in file order. The reader reads records there as it
+// reads a 2.x file, and releases the pages behind it: the queued events point into the mapping, so
+// a block's bytes stay where they were written until the reader lets them go.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "gpumemshim/format/block.h"
+#include "gpumemshim/format/records.h"
+
+struct ZSTD_DCtx_s;
+typedef struct ZSTD_DCtx_s ZSTD_DCtx;
+
+namespace gpumemshim::format {
+
+struct BlockRef {
+  uint64_t offset = 0;  // of the block header in the file
+  BlockHeader header;
+};
+
+// What the headers say, before any payload is read.
+struct BlockScan {
+  uint32_t flags = 0;        // the file header's
+  uint32_t write_error = 0;  // the file header's
+  std::vector<BlockRef> blocks;  // headers that verify, whose payload is in the file, in sequence
+  uint64_t raw_bytes = 0;        // the blocks' raw sizes added up
+  uint64_t missing_blocks = 0;   // sequence numbers skipped
+  uint64_t first_gap_offset = UINT64_MAX;  // the header after the first gap
+  uint64_t out_of_sequence = 0;  // headers that verify but repeat or go back a number: not read
+  uint64_t out_of_sequence_offset = UINT64_MAX;
+  uint64_t junk_bytes = 0;       // bytes that are no block: damage, or junk between blocks
+  uint64_t first_junk_offset = UINT64_MAX;
+  bool truncated = false;        // the file ends inside a block
+  uint64_t truncated_at = 0;     // that block's offset
+  uint64_t truncated_bytes = 0;  // from there to the end of the file
+};
+
+BlockScan scan_blocks(std::span<const uint8_t> file);
+
+// What the stream's checks found: final once the stream ended (BlockStream::finish).
+struct BlockResults {
+  uint64_t good_blocks = 0;
+  uint64_t good_records = 0;
+  uint64_t raw_bytes = 0;  // the good blocks' records, decompressed
+  uint64_t damaged_blocks = 0;  // payload checksum, decompression or a record failed
+  uint64_t damaged_records = 0;  // their headers' record counts
+  uint64_t damaged_bytes = 0;
+  uint64_t first_damaged_offset = UINT64_MAX;
+  bool ended = false;  // an End record was read (in a good block)
+  EndRecord end;
+  uint64_t blocks_before_end = 0;   // good blocks before the End's
+  uint64_t records_before_end = 0;  // good records before the End
+};
+
+class BlockStream {
+ public:
+  BlockStream(const BlockScan& scan, std::span<const uint8_t> file, Version version);
+  ~BlockStream();
+  BlockStream(const BlockStream&) = delete;
+  BlockStream& operator=(const BlockStream&) = delete;
+
+  // Where the records go: the queued events point here. Its first ready() bytes are whole records.
+  std::span<const uint8_t> region() const { return {region_, region_size_}; }
+  // The reader has read up to `at`: waits until more is ready or the stream ended; returns how
+  // much is ready (== at: nothing more).
+  uint64_t wait_beyond(uint64_t at);
+  // The reader has read up to `at`: the producer may run that much further ahead.
+  void consumed(uint64_t at);
+  // Waits for the producer to end and returns what it found.
+  const BlockResults& finish();
+
+ private:
+  void produce();
+  bool check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, uint32_t& end_index,
+                   EndRecord& end);
+  bool wait_for_room(uint64_t produced, uint64_t size);
+  void publish(uint64_t ready, bool done);
+
+  // Decompressed bytes held ahead of the reader: a block larger than this is still taken once
+  // the reader has caught up.
+  static constexpr uint64_t kAhead = 16ull << 20;
+
+  const BlockScan& scan_;
+  std::span<const uint8_t> file_;
+  Version version_;
+  uint8_t* region_ = nullptr;
+  size_t region_size_ = 0;
+  BlockResults results_;
+  std::mutex mu_;
+  std::condition_variable ready_cv_, room_cv_;
+  std::atomic<uint64_t> ready_{0};
+  uint64_t consumed_ = 0;  // under mu_
+  bool done_ = false;      // under mu_
+  bool stop_ = false;      // under mu_
+  std::thread producer_;
+};
+
+}  // namespace gpumemshim::format

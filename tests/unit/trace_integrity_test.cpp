@@ -1,0 +1,270 @@
+// Format 3's integrity: what the reader says of a trace that is whole, cut, damaged or that the
+// shim could not finish writing; and that no damage changes what is read without saying so.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gpumemshim/format/block.h"
+#include "gpumemshim/format/trace_reader.h"
+#include "temp_dir.h"
+#include "trace_builder.h"
+
+namespace gf = gpumemshim::format;
+using gpumemshim::testing::TempDir;
+using gpumemshim::testing::TraceBuilder;
+
+namespace {
+
+// 8 blocks of 10 records (the last holds the End): stacks, allocations, frees, torch events,
+// markers.
+TraceBuilder sample(gf::BlockCodec codec = gf::BlockCodec::kZstd) {
+  TraceBuilder t;
+  t.blocks(10, codec);
+  t.process(42, "train.py").device(0, 80ull << 30).stack(1, {0x1000, 0x2000});
+  for (uint64_t i = 0; i < 24; ++i) {
+    t.alloc(0x100000 + i * 0x1000, 4096 * (i + 1), 1);
+    if (i % 3 != 0) t.free(0x100000 + i * 0x1000);
+    if (i % 8 == 0) t.marker(gf::MarkerKind::kStep, "step");
+    if (i % 5 == 0) t.torch(gf::TorchAction::kAlloc, 0x900000 + i, 512);
+  }
+  t.end();
+  return t;
+}
+
+struct Read {
+  gf::TraceIntegrity integrity;
+  std::vector<uint64_t> events;  // time, address or size of each event, in order
+  uint64_t records = 0;
+};
+
+class Keep final : public gf::TraceSink {
+ public:
+  std::vector<uint64_t> events;
+  void alloc(const gf::AllocRecord& r) override { events.insert(events.end(), {r.time_ns, r.address, r.size}); }
+  void free(const gf::FreeRecord& r) override { events.insert(events.end(), {r.time_ns, r.address}); }
+  void torch(const gf::TorchEventRecord& r) override { events.insert(events.end(), {r.time_ns, r.size}); }
+  void marker(const gf::MarkerRecord& r) override { events.insert(events.end(), {r.time_ns, r.name.size()}); }
+  void restart() override { events.clear(); }
+};
+
+Read read(const std::string& path) {
+  gf::TraceReader reader(path);
+  Keep sink;
+  reader.read(sink);
+  return Read{reader.integrity(), sink.events, reader.counts().records};
+}
+
+Read read_bytes(const TempDir& dir, const std::vector<uint8_t>& bytes, size_t limit = SIZE_MAX) {
+  return read(TraceBuilder::write_file(dir.file("t.trace"), bytes, limit));
+}
+
+uint64_t intact_records(const TraceBuilder& t) {
+  TempDir dir;
+  return read(t.write(dir.file("t.trace"))).records;
+}
+
+}  // namespace
+
+TEST(TraceIntegrity, AWholeTraceIsComplete) {
+  TempDir dir;
+  for (auto codec : {gf::BlockCodec::kZstd, gf::BlockCodec::kRaw}) {
+    TraceBuilder t = sample(codec);
+    Read r = read(t.write(dir.file("t.trace")));
+    EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kComplete) << r.integrity.detail;
+    EXPECT_TRUE(r.integrity.clean());
+    EXPECT_TRUE(r.integrity.checked);
+    EXPECT_EQ(r.integrity.blocks, t.block_offsets().size());
+    EXPECT_EQ(r.integrity.detail, "");
+    EXPECT_EQ(gf::integrity_name(r.integrity, {3, 0}), "complete");
+  }
+}
+
+TEST(TraceIntegrity, NoEndIsIncomplete) {
+  TempDir dir;
+  TraceBuilder t;
+  t.process(1, "app").alloc(0x1000, 64);
+  Read r = read(t.write(dir.file("t.trace")));
+  EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kIncomplete);
+  EXPECT_FALSE(r.integrity.ended);
+  EXPECT_NE(r.integrity.detail.find("no End record"), std::string::npos) << r.integrity.detail;
+  EXPECT_EQ(r.events.size(), 3u);  // the allocation was read
+}
+
+TEST(TraceIntegrity, ACutInsideABlockIsIncompleteAndKeepsTheBlocksBefore) {
+  TempDir dir;
+  TraceBuilder t = sample();
+  const size_t last = t.block_offsets().back();
+  Read r = read_bytes(dir, t.bytes(), last + 50);
+  EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kIncomplete) << r.integrity.detail;
+  EXPECT_TRUE(r.integrity.truncated);
+  EXPECT_EQ(r.integrity.first_problem_offset, last);
+  EXPECT_EQ(r.integrity.blocks, t.block_offsets().size() - 1);
+  EXPECT_NE(r.integrity.detail.find("ends inside a block at byte"), std::string::npos);
+}
+
+TEST(TraceIntegrity, APayloadFlipDamagesOneBlockAndCountsItsRecords) {
+  TempDir dir;
+  TraceBuilder t = sample();
+  std::vector<uint8_t> bytes = t.bytes();
+  const size_t block = t.block_offsets()[2];
+  bytes[block + gf::kBlockHeaderSize + 3] ^= 0x10;
+  Read r = read_bytes(dir, bytes);
+  EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kDamaged);
+  EXPECT_EQ(r.integrity.damaged_blocks, 1u);
+  EXPECT_EQ(r.integrity.records_lost, 10u);
+  EXPECT_TRUE(r.integrity.records_lost_exact);  // End's count says so too
+  EXPECT_EQ(r.integrity.first_problem_offset, block);
+  EXPECT_TRUE(r.integrity.ended);
+  const size_t blocks = t.block_offsets().size() - 1, records = intact_records(t) - 1;  // before End
+  EXPECT_EQ(r.integrity.detail,
+            "damaged: 1 block failed their checksum or decompression (first at byte " + std::to_string(block) +
+                "); the End record counts " + std::to_string(blocks) + " blocks and " + std::to_string(records) +
+                " records before it, " + std::to_string(blocks - 1) + " and " + std::to_string(records - 10) +
+                " read; 10 records lost");
+}
+
+TEST(TraceIntegrity, AHeaderFlipIsResynchronisedAtTheNextBlock) {
+  TempDir dir;
+  TraceBuilder t = sample();
+  std::vector<uint8_t> bytes = t.bytes();
+  const size_t block = t.block_offsets()[3];
+  bytes[block + 5] ^= 0x01;  // its sequence number: the header's checksum fails
+  Read r = read_bytes(dir, bytes);
+  EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kDamaged);
+  EXPECT_EQ(r.integrity.missing_blocks, 1u);
+  EXPECT_EQ(r.integrity.skipped_bytes, t.block_offsets()[4] - block);
+  EXPECT_EQ(r.integrity.blocks, t.block_offsets().size() - 1);
+  EXPECT_EQ(r.integrity.records_lost, 10u);
+  EXPECT_TRUE(r.integrity.ended);  // the blocks after it were read
+}
+
+TEST(TraceIntegrity, JunkBetweenBlocksIsSkippedAndDeclared) {
+  TempDir dir;
+  TraceBuilder t = sample();
+  std::vector<uint8_t> bytes = t.bytes();
+  const size_t at = t.block_offsets()[1];
+  bytes.insert(bytes.begin() + static_cast<std::ptrdiff_t>(at), 7, 0xAB);
+  Read r = read_bytes(dir, bytes);
+  EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kDamaged);
+  EXPECT_EQ(r.integrity.skipped_bytes, 7u);
+  EXPECT_EQ(r.integrity.records_lost, 0u);
+  EXPECT_EQ(r.events, read(t.write(dir.file("whole.trace"))).events);  // nothing lost
+}
+
+TEST(TraceIntegrity, ASequenceGapCountsMissingBlocks) {
+  TempDir dir;
+  TraceBuilder t = sample();
+  std::vector<uint8_t> bytes = t.bytes();
+  const auto& at = t.block_offsets();
+  bytes.erase(bytes.begin() + static_cast<std::ptrdiff_t>(at[2]), bytes.begin() + static_cast<std::ptrdiff_t>(at[4]));
+  Read r = read_bytes(dir, bytes);
+  EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kDamaged);
+  EXPECT_EQ(r.integrity.missing_blocks, 2u);
+  EXPECT_EQ(r.integrity.skipped_bytes, 0u);
+  EXPECT_EQ(r.integrity.records_lost, 20u);
+  EXPECT_NE(r.integrity.detail.find("2 blocks missing"), std::string::npos) << r.integrity.detail;
+}
+
+TEST(TraceIntegrity, EndCountsBeyondWhatWasReadAreDamage) {
+  TempDir dir;
+  TraceBuilder t = sample();
+  t.end_claims(t.block_offsets().size() + 2, intact_records(t) - 1 + 15);
+  Read r = read(t.write(dir.file("t.trace")));
+  EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kDamaged);
+  EXPECT_EQ(r.integrity.records_lost, 15u);
+  EXPECT_TRUE(r.integrity.records_lost_exact);
+}
+
+TEST(TraceIntegrity, AFailedWriteIsTheWorst) {
+  TempDir dir;
+  TraceBuilder flagged = sample();
+  flagged.header_write_failed(28);
+  std::vector<uint8_t> bytes = flagged.bytes();
+  bytes.resize(bytes.size() - 5);
+  Read r = read_bytes(dir, bytes);
+  EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kWriteFailed);
+  EXPECT_EQ(r.integrity.write_error, 28u);
+  EXPECT_EQ(r.integrity.detail.rfind("write-failed: the shim could not write the trace (", 0), 0u)
+      << r.integrity.detail;
+
+  TraceBuilder ended;
+  ended.process(1, "app").end(/*write_error=*/5);
+  Read e = read(ended.write(dir.file("e.trace")));
+  EXPECT_EQ(e.integrity.status, gf::IntegrityStatus::kWriteFailed);
+  EXPECT_EQ(e.integrity.write_error, 5u);
+}
+
+TEST(TraceIntegrity, OlderFormatsAreUnchecked) {
+  TempDir dir;
+  for (gf::Version v : {gf::kVersion1_1, gf::kVersion2_0}) {
+    TraceBuilder t(v);
+    t.process(1, "app").alloc(0x1000, 64).end();
+    Read r = read(t.write(dir.file("t.trace")));
+    EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kUnchecked);
+    EXPECT_TRUE(r.integrity.clean());
+    EXPECT_FALSE(r.integrity.checked);
+  }
+}
+
+TEST(TraceIntegrity, ARecordThatDoesNotDecodeDamagesOnlyItsBlock) {
+  TempDir dir;
+  TraceBuilder t;
+  t.blocks(4);
+  t.process(1, "app").alloc(0x1000, 64).alloc(0x2000, 64).alloc(0x3000, 64);
+  t.module(std::string_view("/lib/a\0b.so", 11), 0x1000, 0x100).alloc(0x4000, 64);
+  t.alloc(0x5000, 64).alloc(0x6000, 64).end();
+  Read r = read(t.write(dir.file("t.trace")));
+  EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kDamaged);
+  EXPECT_EQ(r.integrity.damaged_blocks, 1u);
+  // Blocks: [process, 3 allocations], [module, 3 allocations], [End]: the second block's
+  // allocations are not delivered, not even those that decode.
+  EXPECT_EQ(r.events.size(), 3u * 3);
+}
+
+// Every single-byte flip, every cut and every 3-byte overwrite of a trace reads either exactly as
+// the intact trace or with a declared problem (integrity not clean, or the reader's error).
+TEST(TraceIntegrity, NoDamageChangesWhatIsReadInSilence) {
+  TempDir dir;
+  TraceBuilder t = sample();
+  const std::vector<uint8_t> whole = t.bytes();
+  const Read intact = read_bytes(dir, whole);
+  ASSERT_TRUE(intact.integrity.clean());
+  uint64_t cases = 0, declared = 0;
+  auto check = [&](const std::vector<uint8_t>& bytes, size_t limit, const std::string& what) {
+    ++cases;
+    try {
+      Read r = read_bytes(dir, bytes, limit);
+      if (!r.integrity.clean()) {
+        ++declared;
+        return;
+      }
+      EXPECT_EQ(r.events, intact.events) << what << ": different events, integrity clean";
+      EXPECT_EQ(r.records, intact.records) << what;
+    } catch (const gf::TraceReadError&) {
+      ++declared;
+    }
+  };
+  for (size_t i = 0; i < whole.size(); ++i) {
+    std::vector<uint8_t> b = whole;
+    b[i] ^= static_cast<uint8_t>(1u << (i % 8));
+    check(b, SIZE_MAX, "flip at " + std::to_string(i));
+  }
+  for (size_t n = 0; n < whole.size(); ++n) check(whole, n, "cut at " + std::to_string(n));
+  uint32_t seed = 12345;
+  for (size_t i = 0; i + 3 <= whole.size(); i += 1) {
+    for (int fill : {0xFF, 0x00, -1}) {
+      std::vector<uint8_t> b = whole;
+      for (size_t k = 0; k < 3; ++k) {
+        seed = seed * 1664525u + 1013904223u;
+        b[i + k] = fill >= 0 ? static_cast<uint8_t>(fill) : static_cast<uint8_t>(seed >> 24);
+      }
+      check(b, SIZE_MAX, "overwrite at " + std::to_string(i));
+    }
+  }
+  std::printf("[ property ] %llu damaged traces of %zu bytes read, %llu declared a problem\n",
+              static_cast<unsigned long long>(cases), whole.size(),
+              static_cast<unsigned long long>(declared));
+  EXPECT_GT(declared, cases / 2);
+}
