@@ -55,15 +55,25 @@ def test_garbage_empty_and_newer_traces_are_rejected(run):
     data = bytearray(real.read_bytes())
     data[8] = 9  # major version 9
     newer.write_bytes(bytes(data))
-    data = real.read_bytes()
-    # A record of type 0 between whole records, and one claiming an impossible length.
-    corrupt = run.dir / "corrupt.bin"
-    corrupt.write_bytes(data[:16] + b"\x00\x03abc" + data[16:])
-    huge = run.dir / "huge.bin"
-    huge.write_bytes(data[:16] + b"\x04\xff\xff\xff\xff\x0f" + data[16:])
-    for path in (garbage, empty, newer, corrupt, huge, run.dir / "missing.trace"):
+    for path in (garbage, empty, newer, run.dir / "missing.trace"):
         for command in ("report", "check", "stats"):
             _one_line_error(run.cli(command, path))
+
+
+def test_junk_between_blocks_is_declared_damage(run):
+    """Bytes that are no block (a record of type 0, one claiming an impossible length) after the
+    header: the reader skips them to the next good block and says so; check refuses the trace."""
+    assert run.program([SCENARIOS, "leak"]).returncode == 0
+    [real] = run.traces()
+    data = real.read_bytes()
+    for name, junk in (("corrupt", b"\x00\x03abc"), ("huge", b"\x04\xff\xff\xff\xff\x0f")):
+        path = run.dir / f"{name}.bin"
+        path.write_bytes(data[:32] + junk + data[32:])
+        report = run.report(path)
+        assert report["integrity"]["status"] == "damaged", report["integrity"]
+        assert report["summary"]["leaked_bytes"] == 3 * MIB  # every block was still read
+        line = _one_line_error(run.cli("check", path))
+        assert "damaged" in line and name in line, line
 
 
 def test_truncated_trace_is_read_up_to_the_cut(run):

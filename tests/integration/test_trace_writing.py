@@ -92,7 +92,6 @@ def test_file_size_limit_is_a_write_failure_not_a_signal(run):
     assert end_records > sum(b["record_count"] for b in found[:-1])
 
 
-@pytest.mark.xfail(strict=False, reason="needs the format-3 reader")
 def test_check_names_the_write_failure(run):
     r = _run_limited(run, [SCENARIOS, "threads", 4, 20000], 64 * 1024)
     assert r.returncode == 0
