@@ -23,6 +23,25 @@ def header(path):
     return (major, minor), flags, write_error
 
 
+def _zstd_decompress(data, size):
+    """One zstd frame: with Debian's python3-zstandard, else through libzstd itself (the H200
+    machine's Python has no zstandard module; every machine that runs the shim has libzstd)."""
+    try:
+        import zstandard
+        return zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
+    except ImportError:
+        import ctypes
+        import ctypes.util
+        lib = ctypes.CDLL(ctypes.util.find_library("zstd") or "libzstd.so.1")
+        lib.ZSTD_decompress.restype = ctypes.c_size_t
+        lib.ZSTD_decompress.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+        lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
+        out = ctypes.create_string_buffer(max(size, 1))
+        n = lib.ZSTD_decompress(out, size, data, len(data))
+        assert not lib.ZSTD_isError(n), "zstd frame does not decompress"
+        return out.raw[:n]
+
+
 def blocks(path):
     """A format 3 trace's blocks in file order: dicts of seq, stored_size, raw_size, record_count,
     codec, offset and payload (decompressed). Stops at a block cut short (a killed or write-failed
@@ -40,8 +59,7 @@ def blocks(path):
             break
         payload = data[start:start + stored]
         if codec == 1:
-            import zstandard  # Debian's python3-zstandard
-            payload = zstandard.ZstdDecompressor().decompress(payload, max_output_size=raw)
+            payload = _zstd_decompress(payload, raw)
         assert len(payload) == raw, (len(payload), raw)
         out.append(dict(seq=seq, stored_size=stored, raw_size=raw, record_count=count, codec=codec,
                         offset=pos, payload=payload))
