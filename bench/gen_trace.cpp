@@ -7,10 +7,12 @@
 // next flush (a straggler: made just before the cut, buffered just after its ring was taken).
 //
 //   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch]
-//             [--no-flush-marks] [--format-1] [--thread-batches]
+//             [--no-flush-marks] [--format-1] [--format-2] [--thread-batches]
 //
-// The trace is format 2.0 (the hot records' fixed layout, as the shim writes); --format-1 writes the
-// same events as a 1.1 trace (varint hot records, a 1.1 header), for comparing the two.
+// The trace is format 3.0, as the shim writes it: the records in blocks of about 2 MiB raw, each
+// compressed with zstd level 1 (format/block_writer.h), the End record last with its counts.
+// --format-2 writes the same records unframed after a 2.0 header (the hot records' fixed layout);
+// --format-1 writes them as a 1.1 trace (varint hot records, a 1.1 header), for comparing them.
 // Each flush ends with a Flush record, as the shim's flusher writes since format 1.1;
 // --no-flush-marks leaves them out (a format 1.0 trace has none).
 // --torch: the allocations and frees are PyTorch caching-allocator tensor events (TorchEvent alloc /
@@ -27,6 +29,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gpumemshim/format/block.h"
+#include "gpumemshim/format/block_writer.h"
 #include "gpumemshim/format/encoder.h"
 #include "record/flush_order.h"
 
@@ -45,18 +49,28 @@ struct Rng {  // xorshift64*: fast and reproducible
   uint64_t below(uint64_t n) { return next() % n; }
 };
 
+// The file: records buffered, then written as they are (formats 1 and 2) or framed into blocks
+// of whole records (format 3).
 class Out {
  public:
-  Out(const char* path, gf::Version version) : f_(std::fopen(path, "wb")), version_(version) {
+  // Format 3's raw block size: within the 1-4 MiB the shim's blocks span, and far below
+  // kMaxBlockBytes even with a 4 KiB record on top.
+  static constexpr size_t kBlockBytes = 2u << 20;
+
+  Out(const char* path, gf::Version version)
+      : f_(std::fopen(path, "wb")), version_(version), blocked_(gf::has_blocks(version)) {
     if (!f_) {
       std::perror(path);
       std::exit(2);
     }
-    buf_.resize(1 << 22);
+    buf_.resize(blocked_ ? kBlockBytes : size_t{1} << 22);
   }
   ~Out() {
     flush();
-    std::fclose(f_);
+    if (std::fclose(f_) != 0) {
+      std::perror("close");
+      std::exit(2);
+    }
   }
   template <typename Rec>
   void put(const Rec& r) {
@@ -68,18 +82,57 @@ class Out {
     }
     len_ += n;
   }
-  void header() { len_ += gf::encode_header(buf_.data() + len_, buf_.size() - len_, version_); }
+  // The file header: outside every block in format 3.
+  void header() {
+    uint8_t h[gf::kHeaderSizeV3];
+    write(h, gf::encode_header(h, sizeof h, version_));
+  }
+  // Encoded records (a flush's worth); in format 3 split between blocks at record boundaries.
   void raw(const uint8_t* p, size_t n) {
-    if (buf_.size() - len_ < n) flush();
-    if (n > buf_.size()) {  // a batch bigger than the buffer (one thread, a flush skipped by a step)
-      write(p, n);
+    if (!blocked_) {
+      if (buf_.size() - len_ < n) flush();
+      if (n > buf_.size()) {  // a batch bigger than the buffer (one thread, a flush skipped by a step)
+        write(p, n);
+        return;
+      }
+      std::memcpy(buf_.data() + len_, p, n);
+      len_ += n;
       return;
     }
-    std::memcpy(buf_.data() + len_, p, n);
-    len_ += n;
+    while (n > 0) {
+      size_t take = whole_records(p, n, buf_.size() - len_);
+      if (take == 0) {
+        if (len_ == 0) {
+          std::fprintf(stderr, "gen_trace: a record is larger than a block\n");
+          std::exit(2);
+        }
+        flush();
+        continue;
+      }
+      std::memcpy(buf_.data() + len_, p, take);
+      len_ += take;
+      p += take;
+      n -= take;
+      if (n > 0) flush();
+    }
+  }
+  // The End record, last: in format 3 with the blocks before its block and the records before it.
+  void end(uint64_t time_ns) {
+    gf::EndRecord e;
+    e.time_ns = time_ns;
+    if (blocked_) {
+      if (buf_.size() - len_ < 4096) flush();
+      e.blocks = framer_.blocks();
+      e.records = framer_.records() + gf::count_records(buf_.data(), len_);
+    }
+    put(e);
   }
   void flush() {
-    write(buf_.data(), len_);
+    if (blocked_) {
+      if (len_ > 0) framer_.frame(buf_.data(), len_, [this](const uint8_t* p, size_t n) { write(p, n); });
+    } else {
+      write(buf_.data(), len_);
+    }
     len_ = 0;
   }
   void write(const uint8_t* p, size_t n) {
@@ -90,8 +143,27 @@ class Out {
   }
 
  private:
+  // The bytes of the longest run of whole records at p that fits in `room`.
+  static size_t whole_records(const uint8_t* p, size_t n, size_t room) {
+    size_t at = 0;
+    while (at < n) {
+      size_t next = at + 1;  // type
+      uint64_t len = 0;
+      for (int shift = 0; next < n && shift < 64; shift += 7) {
+        uint8_t b = p[next++];
+        len |= uint64_t{b & 0x7fu} << shift;
+        if (!(b & 0x80)) break;
+      }
+      if (len > n - next || next + len > room) break;
+      at = next + len;
+    }
+    return at;
+  }
+
   std::FILE* f_;
   gf::Version version_;
+  bool blocked_;
+  gf::BlockFramer framer_;
   std::vector<uint8_t> buf_;
   size_t len_ = 0;
 };
@@ -122,7 +194,7 @@ uint64_t arg_u64(int& i, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch] [--no-flush-marks] [--format-1] [--thread-batches]\n");
+    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch] [--no-flush-marks] [--format-1] [--format-2] [--thread-batches]\n");
     return 2;
   }
   const char* path = argv[1];
@@ -134,7 +206,7 @@ int main(int argc, char** argv) {
   bool torch = false;
   bool marks = true;
   bool thread_batches = false;
-  gf::Version version = gf::kVersion;  // --format-1: a 1.1 trace
+  gf::Version version = gf::kVersion;  // --format-1: a 1.1 trace; --format-2: a 2.0 trace
   for (int i = 3; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--threads") threads = arg_u64(i, argc, argv);
@@ -147,6 +219,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-flush-marks") marks = false;
     else if (a == "--thread-batches") thread_batches = true;
     else if (a == "--format-1") version = gf::kVersion1_1;
+    else if (a == "--format-2") version = gf::kVersion2_0;
     else {
       std::fprintf(stderr, "gen_trace: unknown option %s\n", argv[i]);
       return 2;
@@ -277,7 +350,7 @@ int main(int argc, char** argv) {
     if (++written % kFlushEvery == 0) flush_all(false);
   }
   flush_all(true);
-  out.put(gf::EndRecord{time + 1000});
+  out.end(time + 1000);
   std::fprintf(stderr, "gen_trace: %llu events (%llu steps, %llu leaked allocations), %llu threads, %llu stacks -> %s\n",
                static_cast<unsigned long long>(written), static_cast<unsigned long long>(step),
                static_cast<unsigned long long>(leaks), static_cast<unsigned long long>(threads),

@@ -24,9 +24,8 @@
 #include <string_view>
 #include <vector>
 
-#include <zstd.h>
-
 #include "gpumemshim/format/block.h"
+#include "gpumemshim/format/block_writer.h"
 #include "gpumemshim/format/encoder.h"
 #include "gpumemshim/format/records.h"
 
@@ -243,7 +242,7 @@ class TraceBuilder {
   void frame() const {
     bytes_ = header_;
     block_offsets_.clear();
-    uint64_t records_before = 0;
+    gf::BlockFramer framer(codec_);
     for (size_t first = 0; first < records_.size(); first += per_block_) {
       std::string raw;
       for (size_t i = first; i < std::min(records_.size(), first + per_block_); ++i) {
@@ -253,36 +252,16 @@ class TraceBuilder {
           continue;
         }
         gf::EndRecord e = r.end;
-        e.blocks = claimed_blocks_ != UINT64_MAX ? claimed_blocks_ : block_offsets_.size();
-        e.records = claimed_records_ != UINT64_MAX ? claimed_records_ : records_before + (i - first);
+        e.blocks = claimed_blocks_ != UINT64_MAX ? claimed_blocks_ : framer.blocks();
+        e.records = claimed_records_ != UINT64_MAX ? claimed_records_ : framer.records() + (i - first);
         uint8_t buf[64];
         raw.append(reinterpret_cast<const char*>(buf), gf::encode(buf, sizeof buf, e));
       }
-      const auto* p = reinterpret_cast<const uint8_t*>(raw.data());
-      const uint32_t count = gf::count_records(p, raw.size());
-      records_before += count;
-      add_block(p, raw.size(), count);
+      block_offsets_.push_back(bytes_.size());
+      framer.frame(reinterpret_cast<const uint8_t*>(raw.data()), raw.size(),
+                   [&](const uint8_t* p, size_t n) { bytes_.insert(bytes_.end(), p, p + n); });
     }
     stale_ = false;
-  }
-
-  void add_block(const uint8_t* raw, size_t n, uint32_t count) const {
-    std::vector<uint8_t> stored(raw, raw + n);
-    if (codec_ == gf::BlockCodec::kZstd) {
-      stored.resize(ZSTD_compressBound(n));
-      stored.resize(ZSTD_compress(stored.data(), stored.size(), raw, n, 1));
-    }
-    gf::BlockHeader h;
-    h.seq = static_cast<uint32_t>(block_offsets_.size());
-    h.stored_size = static_cast<uint32_t>(stored.size());
-    h.raw_size = static_cast<uint32_t>(n);
-    h.record_count = count;
-    h.codec = codec_;
-    h.payload_hash = gf::payload_hash(stored.data(), stored.size());
-    block_offsets_.push_back(bytes_.size());
-    bytes_.resize(bytes_.size() + gf::kBlockHeaderSize);
-    gf::encode_block_header(bytes_.data() + block_offsets_.back(), h);
-    bytes_.insert(bytes_.end(), stored.begin(), stored.end());
   }
 
   uint64_t tick() { return time_ns_ += 1000; }

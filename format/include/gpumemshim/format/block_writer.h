@@ -1,0 +1,70 @@
+// Frames raw payloads of whole records into format 3 blocks (block.h) and hands each framed block
+// to a sink: the one framing shared by the tools that write format 3 outside the shim (the trace
+// generator of the benchmarks, the tests' trace builder), so that they frame blocks the same way.
+// The shim keeps its own writer (shim/record/block_writer.*): it runs in the traced process and
+// cannot allocate or throw where this one does. Header-only; its users link libzstd.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <vector>
+
+#include <zstd.h>
+
+#include "gpumemshim/format/block.h"
+
+namespace gpumemshim::format {
+
+class BlockFramer {
+ public:
+  explicit BlockFramer(BlockCodec codec = BlockCodec::kZstd, int level = 1)
+      : codec_(codec), level_(level) {}
+  ~BlockFramer() { ZSTD_freeCCtx(cctx_); }
+  BlockFramer(const BlockFramer&) = delete;
+  BlockFramer& operator=(const BlockFramer&) = delete;
+
+  // Frames `raw` (whole records, at most kMaxBlockBytes) as the next block and calls
+  // sink(const uint8_t*, size_t) with its header, then with its stored payload. Returns the
+  // record count the header carries.
+  template <typename Sink>
+  uint32_t frame(const uint8_t* raw, size_t n, Sink&& sink) {
+    const uint8_t* stored = raw;
+    size_t stored_size = n;
+    if (codec_ == BlockCodec::kZstd) {
+      // One context for every block: a fresh one per block would cost its tables each time.
+      if (!cctx_ && !(cctx_ = ZSTD_createCCtx())) throw std::bad_alloc();
+      scratch_.resize(ZSTD_compressBound(n));
+      stored_size = ZSTD_compressCCtx(cctx_, scratch_.data(), scratch_.size(), raw, n, level_);
+      if (ZSTD_isError(stored_size)) throw std::bad_alloc();  // only out of memory, with a bound-sized output
+      stored = scratch_.data();
+    }
+    BlockHeader h;
+    h.seq = blocks_;
+    h.stored_size = static_cast<uint32_t>(stored_size);
+    h.raw_size = static_cast<uint32_t>(n);
+    h.record_count = count_records(raw, n);
+    h.codec = codec_;
+    h.payload_hash = payload_hash(stored, stored_size);
+    uint8_t header[kBlockHeaderSize];
+    encode_block_header(header, h);
+    sink(static_cast<const uint8_t*>(header), kBlockHeaderSize);
+    sink(stored, stored_size);
+    ++blocks_;
+    records_ += h.record_count;
+    return h.record_count;
+  }
+
+  // What an End record counts: the blocks and records framed so far.
+  uint32_t blocks() const { return blocks_; }
+  uint64_t records() const { return records_; }
+
+ private:
+  BlockCodec codec_;
+  int level_;
+  ZSTD_CCtx* cctx_ = nullptr;
+  std::vector<uint8_t> scratch_;
+  uint32_t blocks_ = 0;
+  uint64_t records_ = 0;
+};
+
+}  // namespace gpumemshim::format
