@@ -43,9 +43,9 @@ dir=${GPUMEMSHIM_BENCH_DIR:-$(mktemp -d)}
 printf '| events | build | trace bytes | seconds (best) | median | M events/s (best) | peak RSS MiB | RSS bytes/event | 2 cores s | 2 cores M events/s |\n'
 printf '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 for n in "${sizes[@]}"; do
-  # format 2.0 in the shim's ordered flushes (the name differs from gen.N.v2.trace, thread
-  # batches, and gen.N.trace, format 1.1, so that a cached trace of another kind is not reused)
-  trace="$dir/gen.$n.v2o.trace"
+  # format 3.0 in the shim's ordered flushes (the name differs from those of the older kinds,
+  # gen.N.v2o.trace of format 2.0 among them, so that a cached trace of another kind is not reused)
+  trace="$dir/gen.$n.v3.trace"
   [ -s "$trace" ] || "$gen" "$trace" "$n" 2>/dev/null
   bytes=$(stat -L -c %s "$trace")
   declare -A one=() two=() rss=()
