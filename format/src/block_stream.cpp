@@ -1,5 +1,6 @@
 #include "block_stream.h"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -9,11 +10,19 @@
 #include <new>
 
 #include "decoder.h"
+#include "gpumemshim/format/fixed_layout.h"
 #include "read_errors.h"
 
 namespace gpumemshim::format {
 
 namespace {
+
+// The CPUs this process may run on (taskset, cgroups' cpusets), not those of the machine.
+unsigned usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return std::thread::hardware_concurrency();
+  return static_cast<unsigned>(CPU_COUNT(&set));
+}
 
 // The next offset at or after `from` where a block header verifies; SIZE_MAX if none.
 size_t next_header(std::span<const uint8_t> file, size_t from) {
@@ -56,6 +65,28 @@ void take_block(BlockScan& s, uint64_t at, const BlockHeader& h, uint64_t& next_
   next_seq = uint64_t{h.seq} + 1;
   s.blocks.push_back(BlockRef{at, h});
   s.raw_bytes += h.raw_size;
+}
+
+// A hot record as next_hot() frames it (type, one-byte length, payload): whether its fixed
+// layout decodes, as record_decodes() would say.
+[[gnu::always_inline]] inline bool hot_record_decodes(const uint8_t* rec) {
+  const uint8_t* payload = rec + 2;
+  const size_t size = rec[1];
+  switch (static_cast<RecordType>(rec[0])) {
+    case RecordType::kAlloc: {
+      AllocRecord r;
+      return decode_fixed(payload, size, r);
+    }
+    case RecordType::kFree: {
+      FreeRecord r;
+      return decode_fixed(payload, size, r);
+    }
+    case RecordType::kTorchEvent: {
+      TorchEventRecord r;
+      return decode_fixed(payload, size, r);
+    }
+    default: return false;
+  }
 }
 
 }  // namespace
@@ -102,11 +133,24 @@ BlockStream::BlockStream(const BlockScan& scan, std::span<const uint8_t> file, V
   // Room for every block; only the pages between the reader and the producer are ever resident.
   // A page more so that a decoder reading ahead of the last record stays inside the mapping.
   region_size_ = scan.raw_bytes + 4096;
-  void* p = mmap(nullptr, region_size_, PROT_READ | PROT_WRITE,
+  // Huge pages where the kernel lends them: the decompressed stream is written once and read once,
+  // and 4 KiB pages would cost a fault and a zeroing per page written, and a release per page read
+  // (a fifth of the reading time). The mapping is aligned to kHugePage so that each fault and
+  // each release covers whole huge pages.
+  mapping_size_ = region_size_ + kHugePage;
+  void* p = mmap(nullptr, mapping_size_, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  region_ = static_cast<uint8_t*>(p);
-  producer_ = std::thread([this] { produce(); });
+  mapping_ = static_cast<uint8_t*>(p);
+  const auto aligned = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) / kHugePage * kHugePage;
+  region_ = reinterpret_cast<uint8_t*>(aligned);
+  if (region_size_ >= kHugePage) madvise(region_, region_size_, MADV_HUGEPAGE);
+  dctx_ = ZSTD_createDCtx();
+  if (!dctx_) throw std::bad_alloc();
+  // With one core the producer thread would only take turns with the reader, and its blocks would
+  // have left the cache by the time the reader got to them: the reader takes each block itself,
+  // when it needs it, and reads it while it is still in the cache.
+  if (usable_cores() > 1) producer_ = std::thread([this] { produce(); });
 }
 
 BlockStream::~BlockStream() {
@@ -116,10 +160,16 @@ BlockStream::~BlockStream() {
   }
   room_cv_.notify_all();
   if (producer_.joinable()) producer_.join();
-  munmap(region_, region_size_);
+  ZSTD_freeDCtx(dctx_);
+  munmap(mapping_, mapping_size_);
 }
 
 uint64_t BlockStream::wait_beyond(uint64_t at) {
+  if (!producer_.joinable()) {
+    while (produced_ <= at && next_block_ < scan_.blocks.size()) take_block();
+    if (next_block_ == scan_.blocks.size()) results_.raw_bytes = produced_;
+    return produced_;
+  }
   std::unique_lock lock(mu_);
   consumed_ = at;
   room_cv_.notify_one();
@@ -128,6 +178,7 @@ uint64_t BlockStream::wait_beyond(uint64_t at) {
 }
 
 void BlockStream::consumed(uint64_t at) {
+  if (!producer_.joinable()) return;
   {
     std::lock_guard lock(mu_);
     consumed_ = at;
@@ -137,6 +188,7 @@ void BlockStream::consumed(uint64_t at) {
 
 const BlockResults& BlockStream::finish() {
   if (producer_.joinable()) producer_.join();
+  else wait_beyond(UINT64_MAX);
   return results_;
 }
 
@@ -157,42 +209,47 @@ void BlockStream::publish(uint64_t ready, bool done) {
   ready_cv_.notify_one();
 }
 
-// Checks and decompresses the blocks in order, each into the region right after the last good
-// one: a damaged block leaves no gap.
+// The producer thread: every block, as far ahead of the reader as kAhead lets it.
 void BlockStream::produce() {
+  while (next_block_ < scan_.blocks.size()) {
+    if (!wait_for_room(produced_, scan_.blocks[next_block_].header.raw_size)) break;
+    if (take_block()) publish(produced_, false);
+  }
+  results_.raw_bytes = produced_;
+  publish(produced_, true);
+}
+
+// Checks and decompresses the next block into the region right after the last good one (a
+// damaged block leaves no gap); false when it is damaged.
+bool BlockStream::take_block() {
   static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   constexpr uint64_t kReleaseEvery = 8ull << 20;
-  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
-  uint64_t produced = 0, released = 0;
-  for (const BlockRef& b : scan_.blocks) {
-    if (!wait_for_room(produced, b.header.raw_size)) break;
-    uint32_t end_index = UINT32_MAX;
-    EndRecord end;
-    if (check_block(b, dctx.get(), region_ + produced, end_index, end)) {
-      if (end_index != UINT32_MAX && !results_.ended) {
-        results_.ended = true;
-        results_.end = end;
-        results_.blocks_before_end = results_.good_blocks;
-        results_.records_before_end = results_.good_records + end_index;
-      }
-      ++results_.good_blocks;
-      results_.good_records += b.header.record_count;
-      produced += b.header.raw_size;
-      publish(produced, false);
-    } else {
-      ++results_.damaged_blocks;
-      results_.damaged_records += b.header.record_count;
-      results_.damaged_bytes += kBlockHeaderSize + b.header.stored_size;
-      results_.first_damaged_offset = std::min(results_.first_damaged_offset, b.offset);
+  const BlockRef& b = scan_.blocks[next_block_++];
+  uint32_t end_index = UINT32_MAX;
+  EndRecord end;
+  const bool good = check_block(b, dctx_, region_ + produced_, end_index, end);
+  if (good) {
+    if (end_index != UINT32_MAX && !results_.ended) {
+      results_.ended = true;
+      results_.end = end;
+      results_.blocks_before_end = results_.good_blocks;
+      results_.records_before_end = results_.good_records + end_index;
     }
-    // The compressed pages read are dropped from the process (they stay in the page cache).
-    if (b.offset - released >= kReleaseEvery) {
-      released = b.offset / page * page;
-      madvise(const_cast<uint8_t*>(file_.data()), released, MADV_DONTNEED);
-    }
+    ++results_.good_blocks;
+    results_.good_records += b.header.record_count;
+    produced_ += b.header.raw_size;
+  } else {
+    ++results_.damaged_blocks;
+    results_.damaged_records += b.header.record_count;
+    results_.damaged_bytes += kBlockHeaderSize + b.header.stored_size;
+    results_.first_damaged_offset = std::min(results_.first_damaged_offset, b.offset);
   }
-  results_.raw_bytes = produced;
-  publish(produced, true);
+  // The compressed pages read are dropped from the process (they stay in the page cache).
+  if (b.offset - file_released_ >= kReleaseEvery) {
+    file_released_ = b.offset / page * page;
+    madvise(const_cast<uint8_t*>(file_.data()), file_released_, MADV_DONTNEED);
+  }
+  return good;
 }
 
 // Whether the block at b is good: its payload's checksum, its decompression to exactly raw_size
@@ -215,12 +272,22 @@ bool BlockStream::check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst,
   std::vector<PyFrameRef> py_frames;
   uint32_t count = 0;
   RawRecord raw;
-  for (ReadStatus st; (st = reader.next(raw)) != ReadStatus::kEnd; ++count) {
+  for (;;) {
+    // The hot records, the bulk of a block, checked inline as the reader's own hot path frames
+    // them; one that fails is left to the careful path below, which rejects it.
+    reader.next_hot(h.raw_size, [&count](const uint8_t* rec) __attribute__((always_inline)) {
+      const bool ok = hot_record_decodes(rec);
+      count += ok;
+      return ok;
+    });
+    const ReadStatus st = reader.next(raw);
+    if (st == ReadStatus::kEnd) break;
     if (st != ReadStatus::kRecord || !record_decodes(raw, frames, py_frames)) return false;
     if (raw.type == RecordType::kEnd) {
       end_index = count;
       decode(raw, end);
     }
+    ++count;
   }
   return count == h.record_count;
 }

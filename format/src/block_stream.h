@@ -1,6 +1,7 @@
 // Format 3's blocks (block.h) as one stream of records. scan_blocks() walks the block headers of a
 // file (resynchronising past bytes that are no block); a BlockStream then checks and decompresses
-// the blocks those headers describe on a thread of its own, ahead of the reader, into one
+// the blocks those headers describe on a thread of its own, ahead of the reader (with one usable
+// core: the reader itself, a block at a time, as it gets to it), into one
 // anonymous mapping laid out contiguously in file order. The reader reads records there as it
 // reads a 2.x file, and releases the pages behind it: the queued events point into the mapping, so
 // a block's bytes stay where they were written until the reader lets them go.
@@ -79,6 +80,7 @@ class BlockStream {
 
  private:
   void produce();
+  bool take_block();
   bool check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, uint32_t& end_index,
                    EndRecord& end);
   bool wait_for_room(uint64_t produced, uint64_t size);
@@ -88,12 +90,26 @@ class BlockStream {
   // the reader has caught up.
   static constexpr uint64_t kAhead = 16ull << 20;
 
+ public:
+  // The region's alignment, and the unit in which the reader gives its pages back.
+  static constexpr uint64_t kHugePage = 2ull << 20;
+
+ private:
+
   const BlockScan& scan_;
   std::span<const uint8_t> file_;
   Version version_;
+  uint8_t* mapping_ = nullptr;  // region_, aligned, lies in it
+  size_t mapping_size_ = 0;
   uint8_t* region_ = nullptr;
   size_t region_size_ = 0;
+  ZSTD_DCtx* dctx_ = nullptr;
   BlockResults results_;
+  // The producer's (the reader's, without a producer thread): the next block to take, the bytes
+  // of the region taken so far, the file's pages released so far.
+  size_t next_block_ = 0;
+  uint64_t produced_ = 0;
+  uint64_t file_released_ = 0;
   std::mutex mu_;
   std::condition_variable ready_cv_, room_cv_;
   std::atomic<uint64_t> ready_{0};

@@ -85,9 +85,10 @@ bool is_timed(RecordType type) {
 
 // The pages already read are dropped from the process (they stay in the page cache): resident
 // memory is then the consumer's state, not the file.
-void release_read_pages(std::span<const uint8_t> bytes, uint64_t upto) {
-  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  uint64_t end = upto / page * page;
+// unit: the pages' size (a block stream's region is in huge pages: releasing part of one would
+// split it).
+void release_read_pages(std::span<const uint8_t> bytes, uint64_t upto, uint64_t unit) {
+  uint64_t end = upto / unit * unit;
   if (end > 0) madvise(const_cast<uint8_t*>(bytes.data()), end, MADV_DONTNEED);
 }
 
@@ -194,7 +195,8 @@ class ReadPass {
       });
       if (upto > released_) {
         released_ = upto;
-        release_read_pages(bytes_, released_);
+        static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+        release_read_pages(bytes_, released_, stream_ ? BlockStream::kHugePage : page);
       }
     }
     // The hardware's prefetcher stops at each 4 KiB page of the mapping: reading ahead across

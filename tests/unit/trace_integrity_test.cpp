@@ -1,6 +1,7 @@
 // Format 3's integrity: what the reader says of a trace that is whole, cut, damaged or that the
 // shim could not finish writing; and that no damage changes what is read without saying so.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cstdio>
 #include <string>
@@ -221,6 +222,37 @@ TEST(TraceIntegrity, ARecordThatDoesNotDecodeDamagesOnlyItsBlock) {
   // Blocks: [process, 3 allocations], [module, 3 allocations], [End]: the second block's
   // allocations are not delivered, not even those that decode.
   EXPECT_EQ(r.events.size(), 3u * 3);
+}
+
+// With one usable core the reader decompresses each block itself instead of on a producer thread:
+// the same events, counts and verdicts either way, for whole, damaged and cut traces.
+TEST(TraceIntegrity, OneCoreReadsAsSeveral) {
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "one usable core: the producer thread is never started";
+  TempDir dir;
+  TraceBuilder t = sample();
+  const std::vector<uint8_t> whole = t.bytes();
+  std::vector<std::pair<std::vector<uint8_t>, size_t>> variants = {{whole, SIZE_MAX},
+                                                                   {whole, whole.size() - 7}};
+  for (size_t at : t.block_offsets()) {
+    std::vector<uint8_t> b = whole;
+    b[at + gf::kBlockHeaderSize + 3] ^= 0x40;  // a payload byte: the block fails its checksum
+    variants.emplace_back(b, SIZE_MAX);
+  }
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  for (const auto& [bytes, limit] : variants) {
+    const Read several = read_bytes(dir, bytes, limit);
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    const Read single = read_bytes(dir, bytes, limit);
+    ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+    EXPECT_EQ(single.events, several.events);
+    EXPECT_EQ(single.records, several.records);
+    EXPECT_EQ(single.integrity.status, several.integrity.status);
+    EXPECT_EQ(single.integrity.detail, several.integrity.detail);
+  }
 }
 
 // Every single-byte flip, every cut and every 3-byte overwrite of a trace reads either exactly as
