@@ -85,7 +85,8 @@ void take_block(BlockScan& s, uint64_t at, const BlockHeader& h, uint64_t& next_
       TorchEventRecord r;
       return decode_fixed(payload, size, r);
     }
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -187,8 +188,10 @@ void BlockStream::consumed(uint64_t at) {
 }
 
 const BlockResults& BlockStream::finish() {
-  if (producer_.joinable()) producer_.join();
-  else wait_beyond(UINT64_MAX);
+  if (producer_.joinable())
+    producer_.join();
+  else
+    wait_beyond(UINT64_MAX);
   return results_;
 }
 
@@ -255,8 +258,8 @@ bool BlockStream::take_block() {
 // Whether the block at b is good: its payload's checksum, its decompression to exactly raw_size
 // bytes (into dst), and every record framed and decoded as the reader will, as many as the header
 // counts. end_index: the End record's place in the block, if it has one.
-bool BlockStream::check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst,
-                              uint32_t& end_index, EndRecord& end) {
+bool BlockStream::check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, uint32_t& end_index,
+                              EndRecord& end) {
   const BlockHeader& h = b.header;
   const uint8_t* payload = file_.data() + b.offset + kBlockHeaderSize;
   if (payload_hash(payload, h.stored_size) != h.payload_hash) return false;
@@ -275,11 +278,12 @@ bool BlockStream::check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst,
   for (;;) {
     // The hot records, the bulk of a block, checked inline as the reader's own hot path frames
     // them; one that fails is left to the careful path below, which rejects it.
-    reader.next_hot(h.raw_size, [&count](const uint8_t* rec) __attribute__((always_inline)) {
-      const bool ok = hot_record_decodes(rec);
-      count += ok;
-      return ok;
-    });
+    reader.next_hot(
+        h.raw_size, [&count](const uint8_t* rec) __attribute__((always_inline)) {
+          const bool ok = hot_record_decodes(rec);
+          count += ok;
+          return ok;
+        });
     const ReadStatus st = reader.next(raw);
     if (st == ReadStatus::kEnd) break;
     if (st != ReadStatus::kRecord || !record_decodes(raw, frames, py_frames)) return false;
