@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Analyzer throughput and memory per event (targets and figures: docs/benchmarks.md): generates
 # realistic traces with bench/gen_trace and times `gpumemshim report --format json` on each, pinned
-# to one core (--jobs 1: the target's figure), then on two cores with the default --jobs (the
-# replay on a thread of its own, what one big trace gets on a workstation). Prints one table row
+# to one core (--jobs 1: the target's figure), then on several cores (two unless
+# GPUMEMSHIM_BENCH_CORES says which) with the default --jobs: the replay on a thread of its own
+# and format 3's blocks decompressed on the others, what one big trace gets on a workstation. Prints one table row
 # per trace size and build, all measured in this one run.
 #
 #   bash bench/analyzer_throughput.sh [BUILD_DIR] [EVENTS...]     (default: build 50000000)
@@ -11,6 +12,8 @@
 #   GPUMEMSHIM_BASELINE=/other/bin/gpumemshim ...  another build's CLI, timed in the same rounds,
 #                                        interleaved with this one's (a side-by-side comparison on a
 #                                        machine whose speed drifts)
+#   GPUMEMSHIM_BASELINE_FORMAT2=1 ...    the baseline reads the same events as a 2.0 trace (a build
+#                                        from before format 3), and this build reads both traces
 set -euo pipefail
 
 build=${1:-build}
@@ -18,10 +21,21 @@ shift || true
 sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(50000000)
 rounds=${GPUMEMSHIM_BENCH_ROUNDS:-1}
+cores=${GPUMEMSHIM_BENCH_CORES:-0,1}  # a taskset CPU list
+ncores=$(taskset -c "$cores" nproc)
+# Each run: a CLI and the trace kind it reads (v3: format 3.0, v2o: 2.0 in the shim's ordered
+# flushes).
 clis=("$build/bin/gpumemshim")
+kinds=(v3)
 names=("$build")
 if [ -n "${GPUMEMSHIM_BASELINE:-}" ]; then
+  if [ "${GPUMEMSHIM_BASELINE_FORMAT2:-0}" = 1 ]; then
+    clis+=("$build/bin/gpumemshim")
+    kinds+=(v2o)
+    names+=("$build, 2.0 trace")
+  fi
   clis+=("$GPUMEMSHIM_BASELINE")
+  kinds+=("$([ "${GPUMEMSHIM_BASELINE_FORMAT2:-0}" = 1 ] && echo v2o || echo v3)")
   names+=("baseline $GPUMEMSHIM_BASELINE")
 fi
 gen="$build/bench/gen_trace"
@@ -38,26 +52,30 @@ best_median() {  # seconds... -> "best median"
 }
 
 dir=${GPUMEMSHIM_BENCH_DIR:-$(mktemp -d)}
+mkdir -p "$dir"
 [ -n "${GPUMEMSHIM_BENCH_DIR:-}" ] || trap 'rm -rf "$dir"' EXIT
 
-printf '| events | build | trace bytes | seconds (best) | median | M events/s (best) | peak RSS MiB | RSS bytes/event | 2 cores s | 2 cores M events/s |\n'
+printf '| events | build | trace bytes | seconds (best) | median | M events/s (best) | peak RSS MiB | RSS bytes/event | %s cores s | %s cores M events/s |\n' "$ncores" "$ncores"
 printf '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 for n in "${sizes[@]}"; do
   # format 3.0 in the shim's ordered flushes (the name differs from those of the older kinds,
   # gen.N.v2o.trace of format 2.0 among them, so that a cached trace of another kind is not reused)
-  trace="$dir/gen.$n.v3.trace"
-  [ -s "$trace" ] || "$gen" "$trace" "$n" 2>/dev/null
-  bytes=$(stat -L -c %s "$trace")
+  declare -A trace=() bytes=()
+  for kind in $(printf '%s\n' "${kinds[@]}" | sort -u); do
+    trace[$kind]="$dir/gen.$n.$kind.trace"
+    [ -s "${trace[$kind]}" ] || "$gen" "${trace[$kind]}" "$n" $([ "$kind" = v2o ] && echo --format-2) 2>/dev/null
+    bytes[$kind]=$(stat -L -c %s "${trace[$kind]}")
+  done
   declare -A one=() two=() rss=()
   for ((r = 0; r < rounds; ++r)); do
     for i in "${!clis[@]}"; do
       /usr/bin/time -v -o "$dir/time.txt" taskset -c 0 "${clis[$i]}" report --format json --jobs 1 \
-        --quiet -o /dev/null "$trace"
+        --quiet -o /dev/null "${trace[${kinds[$i]}]}"
       one[$i]="${one[$i]:-} $(elapsed "$dir/time.txt")"
       rss[$i]=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$dir/time.txt")
-      if [ "$(nproc)" -ge 2 ]; then
-        /usr/bin/time -v -o "$dir/time2.txt" taskset -c 0,1 "${clis[$i]}" report --format json --quiet \
-          -o /dev/null "$trace"
+      if [ "$ncores" -ge 2 ]; then
+        /usr/bin/time -v -o "$dir/time2.txt" taskset -c "$cores" "${clis[$i]}" report --format json --quiet \
+          -o /dev/null "${trace[${kinds[$i]}]}"
         two[$i]="${two[$i]:-} $(elapsed "$dir/time2.txt")"
       fi
     done
@@ -66,9 +84,9 @@ for n in "${sizes[@]}"; do
     read -r best median <<<"$(best_median ${one[$i]})"
     t=0
     [ -n "${two[$i]:-}" ] && read -r t _ <<<"$(best_median ${two[$i]})"
-    awk -v n="$n" -v name="${names[$i]}" -v b="$bytes" -v s="$best" -v m="$median" -v r="${rss[$i]}" -v t="$t" 'BEGIN {
+    awk -v n="$n" -v name="${names[$i]}" -v b="${bytes[${kinds[$i]}]}" -v s="$best" -v m="$median" -v r="${rss[$i]}" -v t="$t" 'BEGIN {
       printf "| %d | %s | %.0f | %.2f | %.2f | %.2f | %.0f | %.1f | %s | %s |\n", n, name, b, s, m, n / s / 1e6,
         r / 1024, r * 1024 / n, (t > 0 ? sprintf("%.2f", t) : "-"), (t > 0 ? sprintf("%.2f", n / t / 1e6) : "-") }'
   done
-  unset one two rss
+  unset one two rss trace bytes
 done

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -22,6 +23,21 @@ unsigned usable_cores() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) != 0) return std::thread::hardware_concurrency();
   return static_cast<unsigned>(CPU_COUNT(&set));
+}
+
+// How many threads check and decompress blocks ahead of the reader: GPUMEMSHIM_READ_THREADS if
+// set (0: none, the reader does it; at most kMaxReadThreads), else one per usable core beyond the
+// reader's, up to kDefaultReadThreads.
+unsigned decompress_workers() {
+  constexpr unsigned kDefaultReadThreads = 4, kMaxReadThreads = 64;
+  if (const char* env = std::getenv("GPUMEMSHIM_READ_THREADS"); env && *env) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(env, &end, 10);
+    if (*end == '\0' && env[0] != '-')
+      return static_cast<unsigned>(std::min<unsigned long>(n, kMaxReadThreads));
+  }
+  const unsigned cores = usable_cores();
+  return cores < 2 ? 0 : std::min(cores - 1, kDefaultReadThreads);
 }
 
 // The next offset at or after `from` where a block header verifies; SIZE_MAX if none.
@@ -148,10 +164,25 @@ BlockStream::BlockStream(const BlockScan& scan, std::span<const uint8_t> file, V
   if (region_size_ >= kHugePage) madvise(region_, region_size_, MADV_HUGEPAGE);
   dctx_ = ZSTD_createDCtx();
   if (!dctx_) throw std::bad_alloc();
-  // With one core the producer thread would only take turns with the reader, and its blocks would
-  // have left the cache by the time the reader got to them: the reader takes each block itself,
-  // when it needs it, and reads it while it is still in the cache.
-  if (usable_cores() > 1) producer_ = std::thread([this] { produce(); });
+  // With one core, threads would only take turns with the reader, and their blocks would have
+  // left the cache by the time the reader got to them: the reader takes each block itself, when it
+  // needs it, and reads it while it is still in the cache. With more, blocks are checked and
+  // decompressed by workers on the other cores (one worker is slower than the reader at zstd's
+  // speed), each into its place in the region.
+  const unsigned workers = decompress_workers();
+  if (workers == 0 || scan.blocks.empty()) return;
+  slots_.resize(scan.blocks.size());
+  uint64_t at = 0;
+  for (size_t i = 0; i < scan.blocks.size(); ++i) {
+    slots_[i].at = at;
+    at += scan.blocks[i].header.raw_size;
+  }
+  for (unsigned i = 0; i < workers; ++i) {
+    ZSTD_DCtx* dctx = ZSTD_createDCtx();
+    if (!dctx) break;  // the workers started so far do the work
+    worker_dctx_.push_back(dctx);
+    workers_.emplace_back([this, dctx] { work(dctx); });
+  }
 }
 
 BlockStream::~BlockStream() {
@@ -160,83 +191,92 @@ BlockStream::~BlockStream() {
     stop_ = true;
   }
   room_cv_.notify_all();
-  if (producer_.joinable()) producer_.join();
+  for (std::thread& w : workers_) w.join();
+  for (ZSTD_DCtx* d : worker_dctx_) ZSTD_freeDCtx(d);
   ZSTD_freeDCtx(dctx_);
   munmap(mapping_, mapping_size_);
 }
 
 uint64_t BlockStream::wait_beyond(uint64_t at) {
-  if (!producer_.joinable()) {
-    while (produced_ <= at && next_block_ < scan_.blocks.size()) take_block();
-    if (next_block_ == scan_.blocks.size()) results_.raw_bytes = produced_;
+  if (workers_.empty()) {  // the reader takes the blocks itself
+    while (produced_ <= at && committed_ < scan_.blocks.size()) {
+      Checked c;
+      check_block(scan_.blocks[committed_], dctx_, region_ + produced_, c);
+      commit(c, produced_);
+    }
+    if (committed_ == scan_.blocks.size()) results_.raw_bytes = produced_;
     return produced_;
   }
   std::unique_lock lock(mu_);
   consumed_ = at;
-  room_cv_.notify_one();
-  ready_cv_.wait(lock, [&] { return ready_.load(std::memory_order_acquire) > at || done_; });
-  return ready_.load(std::memory_order_acquire);
+  room_cv_.notify_all();
+  ready_cv_.wait(lock, [&] { return produced_ > at || committed_ == scan_.blocks.size(); });
+  return produced_;
 }
 
 void BlockStream::consumed(uint64_t at) {
-  if (!producer_.joinable()) return;
+  if (workers_.empty()) return;
   {
     std::lock_guard lock(mu_);
     consumed_ = at;
   }
-  room_cv_.notify_one();
+  room_cv_.notify_all();
 }
 
 const BlockResults& BlockStream::finish() {
-  if (producer_.joinable())
-    producer_.join();
-  else
+  if (workers_.empty()) {
     wait_beyond(UINT64_MAX);
+  } else {
+    for (std::thread& w : workers_) w.join();
+    workers_.clear();
+  }
   return results_;
 }
 
-bool BlockStream::wait_for_room(uint64_t produced, uint64_t size) {
+// A worker: claims the next block once it fits in kAhead (in the slots' places: a damaged block
+// before it moves it down later, so this errs on the side of less), checks it into its slot and
+// commits every block that is then ready in order.
+void BlockStream::work(ZSTD_DCtx* dctx) {
+  const size_t n = scan_.blocks.size();
   std::unique_lock lock(mu_);
-  room_cv_.wait(lock, [&] {
-    return stop_ || consumed_ >= produced || produced + size - consumed_ <= kAhead;
-  });
-  return !stop_;
-}
-
-void BlockStream::publish(uint64_t ready, bool done) {
-  {
-    std::lock_guard lock(mu_);
-    ready_.store(ready, std::memory_order_release);
-    done_ = done;
+  for (;;) {
+    room_cv_.wait(lock, [&] {
+      if (stop_ || claimed_ == n || claimed_ == committed_) return true;
+      const uint64_t lost = slots_[committed_].at - produced_;  // to damaged blocks so far
+      return slots_[claimed_].at + scan_.blocks[claimed_].header.raw_size <=
+             consumed_ + lost + kAhead;
+    });
+    if (stop_ || claimed_ == n) return;
+    const size_t i = claimed_++;
+    lock.unlock();
+    check_block(scan_.blocks[i], dctx, region_ + slots_[i].at, slots_[i].checked);
+    lock.lock();
+    slots_[i].done = true;
+    const size_t before = committed_;
+    while (committed_ < n && slots_[committed_].done)
+      commit(slots_[committed_].checked, slots_[committed_].at);
+    if (committed_ == n) results_.raw_bytes = produced_;
+    if (committed_ != before) {
+      ready_cv_.notify_one();
+      room_cv_.notify_all();
+    }
   }
-  ready_cv_.notify_one();
 }
 
-// The producer thread: every block, as far ahead of the reader as kAhead lets it.
-void BlockStream::produce() {
-  while (next_block_ < scan_.blocks.size()) {
-    if (!wait_for_room(produced_, scan_.blocks[next_block_].header.raw_size)) break;
-    if (take_block()) publish(produced_, false);
-  }
-  results_.raw_bytes = produced_;
-  publish(produced_, true);
-}
-
-// Checks and decompresses the next block into the region right after the last good one (a
-// damaged block leaves no gap); false when it is damaged.
-bool BlockStream::take_block() {
+// The next block in order, checked into the region at `written_at`: a good one goes right after
+// the last good one (a damaged block leaves no gap), and its records count.
+void BlockStream::commit(const Checked& c, uint64_t written_at) {
   static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   constexpr uint64_t kReleaseEvery = 8ull << 20;
-  const BlockRef& b = scan_.blocks[next_block_++];
-  uint32_t end_index = UINT32_MAX;
-  EndRecord end;
-  const bool good = check_block(b, dctx_, region_ + produced_, end_index, end);
-  if (good) {
-    if (end_index != UINT32_MAX && !results_.ended) {
+  const BlockRef& b = scan_.blocks[committed_++];
+  if (c.good) {
+    if (written_at != produced_)
+      std::memmove(region_ + produced_, region_ + written_at, b.header.raw_size);
+    if (c.end_index != UINT32_MAX && !results_.ended) {
       results_.ended = true;
-      results_.end = end;
+      results_.end = c.end;
       results_.blocks_before_end = results_.good_blocks;
-      results_.records_before_end = results_.good_records + end_index;
+      results_.records_before_end = results_.good_records + c.end_index;
     }
     ++results_.good_blocks;
     results_.good_records += b.header.record_count;
@@ -252,14 +292,17 @@ bool BlockStream::take_block() {
     file_released_ = b.offset / page * page;
     madvise(const_cast<uint8_t*>(file_.data()), file_released_, MADV_DONTNEED);
   }
-  return good;
 }
 
 // Whether the block at b is good: its payload's checksum, its decompression to exactly raw_size
 // bytes (into dst), and every record framed and decoded as the reader will, as many as the header
 // counts. end_index: the End record's place in the block, if it has one.
-bool BlockStream::check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, uint32_t& end_index,
-                              EndRecord& end) {
+void BlockStream::check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, Checked& out) {
+  out.good = block_is_good(b, dctx, dst, out.end_index, out.end);
+}
+
+bool BlockStream::block_is_good(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst,
+                                uint32_t& end_index, EndRecord& end) {
   const BlockHeader& h = b.header;
   const uint8_t* payload = file_.data() + b.offset + kBlockHeaderSize;
   if (payload_hash(payload, h.stored_size) != h.payload_hash) return false;

@@ -6,7 +6,6 @@
 // reads a 2.x file, and releases the pages behind it: the queued events point into the mapping, so
 // a block's bytes stay where they were written until the reader lets them go.
 #pragma once
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -29,15 +28,15 @@ struct BlockRef {
 
 // What the headers say, before any payload is read.
 struct BlockScan {
-  uint32_t flags = 0;        // the file header's
-  uint32_t write_error = 0;  // the file header's
+  uint32_t flags = 0;            // the file header's
+  uint32_t write_error = 0;      // the file header's
   std::vector<BlockRef> blocks;  // headers that verify, whose payload is in the file, in sequence
   uint64_t raw_bytes = 0;        // the blocks' raw sizes added up
   uint64_t missing_blocks = 0;   // sequence numbers skipped
   uint64_t first_gap_offset = UINT64_MAX;  // the header after the first gap
   uint64_t out_of_sequence = 0;  // headers that verify but repeat or go back a number: not read
   uint64_t out_of_sequence_offset = UINT64_MAX;
-  uint64_t junk_bytes = 0;       // bytes that are no block: damage, or junk between blocks
+  uint64_t junk_bytes = 0;  // bytes that are no block: damage, or junk between blocks
   uint64_t first_junk_offset = UINT64_MAX;
   bool truncated = false;        // the file ends inside a block
   uint64_t truncated_at = 0;     // that block's offset
@@ -50,8 +49,8 @@ BlockScan scan_blocks(std::span<const uint8_t> file);
 struct BlockResults {
   uint64_t good_blocks = 0;
   uint64_t good_records = 0;
-  uint64_t raw_bytes = 0;  // the good blocks' records, decompressed
-  uint64_t damaged_blocks = 0;  // payload checksum, decompression or a record failed
+  uint64_t raw_bytes = 0;        // the good blocks' records, decompressed
+  uint64_t damaged_blocks = 0;   // payload checksum, decompression or a record failed
   uint64_t damaged_records = 0;  // their headers' record counts
   uint64_t damaged_bytes = 0;
   uint64_t first_damaged_offset = UINT64_MAX;
@@ -79,23 +78,34 @@ class BlockStream {
   const BlockResults& finish();
 
  private:
-  void produce();
-  bool take_block();
-  bool check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, uint32_t& end_index,
-                   EndRecord& end);
-  bool wait_for_room(uint64_t produced, uint64_t size);
-  void publish(uint64_t ready, bool done);
+  // What checking a block found.
+  struct Checked {
+    bool good = false;
+    uint32_t end_index = UINT32_MAX;  // the End record's place in the block, if it has one
+    EndRecord end;
+  };
+  // A block's place in the region were no block damaged, and what its worker found there.
+  struct Slot {
+    uint64_t at = 0;
+    bool done = false;  // under mu_
+    Checked checked;
+  };
+
+  void work(ZSTD_DCtx* dctx);
+  void commit(const Checked& c, uint64_t written_at);
+  void check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, Checked& out);
+  bool block_is_good(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, uint32_t& end_index,
+                     EndRecord& end);
 
   // Decompressed bytes held ahead of the reader: a block larger than this is still taken once
   // the reader has caught up.
-  static constexpr uint64_t kAhead = 16ull << 20;
+  static constexpr uint64_t kAhead = 32ull << 20;
 
  public:
   // The region's alignment, and the unit in which the reader gives its pages back.
   static constexpr uint64_t kHugePage = 2ull << 20;
 
  private:
-
   const BlockScan& scan_;
   std::span<const uint8_t> file_;
   Version version_;
@@ -103,20 +113,22 @@ class BlockStream {
   size_t mapping_size_ = 0;
   uint8_t* region_ = nullptr;
   size_t region_size_ = 0;
-  ZSTD_DCtx* dctx_ = nullptr;
-  BlockResults results_;
-  // The producer's (the reader's, without a producer thread): the next block to take, the bytes
-  // of the region taken so far, the file's pages released so far.
-  size_t next_block_ = 0;
-  uint64_t produced_ = 0;
-  uint64_t file_released_ = 0;
+  ZSTD_DCtx* dctx_ = nullptr;  // the reader's, without workers
+  std::vector<Slot> slots_;    // with workers
+  std::vector<ZSTD_DCtx*> worker_dctx_;
+  std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable ready_cv_, room_cv_;
-  std::atomic<uint64_t> ready_{0};
-  uint64_t consumed_ = 0;  // under mu_
-  bool done_ = false;      // under mu_
-  bool stop_ = false;      // under mu_
-  std::thread producer_;
+  // Under mu_ with workers (the reader's own without): blocks claimed by a worker, blocks committed
+  // in order, the region's bytes committed (the reader may read that far), what the reader has
+  // read, and the compressed file's pages released so far.
+  size_t claimed_ = 0;
+  size_t committed_ = 0;
+  uint64_t produced_ = 0;
+  uint64_t consumed_ = 0;
+  bool stop_ = false;
+  uint64_t file_released_ = 0;
+  BlockResults results_;  // final once every block is committed
 };
 
 }  // namespace gpumemshim::format

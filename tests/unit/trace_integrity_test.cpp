@@ -43,10 +43,18 @@ struct Read {
 class Keep final : public gf::TraceSink {
  public:
   std::vector<uint64_t> events;
-  void alloc(const gf::AllocRecord& r) override { events.insert(events.end(), {r.time_ns, r.address, r.size}); }
-  void free(const gf::FreeRecord& r) override { events.insert(events.end(), {r.time_ns, r.address}); }
-  void torch(const gf::TorchEventRecord& r) override { events.insert(events.end(), {r.time_ns, r.size}); }
-  void marker(const gf::MarkerRecord& r) override { events.insert(events.end(), {r.time_ns, r.name.size()}); }
+  void alloc(const gf::AllocRecord& r) override {
+    events.insert(events.end(), {r.time_ns, r.address, r.size});
+  }
+  void free(const gf::FreeRecord& r) override {
+    events.insert(events.end(), {r.time_ns, r.address});
+  }
+  void torch(const gf::TorchEventRecord& r) override {
+    events.insert(events.end(), {r.time_ns, r.size});
+  }
+  void marker(const gf::MarkerRecord& r) override {
+    events.insert(events.end(), {r.time_ns, r.name.size()});
+  }
   void restart() override { events.clear(); }
 };
 
@@ -118,11 +126,13 @@ TEST(TraceIntegrity, APayloadFlipDamagesOneBlockAndCountsItsRecords) {
   EXPECT_TRUE(r.integrity.records_lost_exact);  // End's count says so too
   EXPECT_EQ(r.integrity.first_problem_offset, block);
   EXPECT_TRUE(r.integrity.ended);
-  const size_t blocks = t.block_offsets().size() - 1, records = intact_records(t) - 1;  // before End
+  const size_t blocks = t.block_offsets().size() - 1,
+               records = intact_records(t) - 1;  // before End
   EXPECT_EQ(r.integrity.detail,
-            "damaged: 1 block failed their checksum or decompression (first at byte " + std::to_string(block) +
-                "); the End record counts " + std::to_string(blocks) + " blocks and " + std::to_string(records) +
-                " records before it, " + std::to_string(blocks - 1) + " and " + std::to_string(records - 10) +
+            "damaged: 1 block failed their checksum or decompression (first at byte " +
+                std::to_string(block) + "); the End record counts " + std::to_string(blocks) +
+                " blocks and " + std::to_string(records) + " records before it, " +
+                std::to_string(blocks - 1) + " and " + std::to_string(records - 10) +
                 " read; 10 records lost");
 }
 
@@ -159,7 +169,8 @@ TEST(TraceIntegrity, ASequenceGapCountsMissingBlocks) {
   TraceBuilder t = sample();
   std::vector<uint8_t> bytes = t.bytes();
   const auto& at = t.block_offsets();
-  bytes.erase(bytes.begin() + static_cast<std::ptrdiff_t>(at[2]), bytes.begin() + static_cast<std::ptrdiff_t>(at[4]));
+  bytes.erase(bytes.begin() + static_cast<std::ptrdiff_t>(at[2]),
+              bytes.begin() + static_cast<std::ptrdiff_t>(at[4]));
   Read r = read_bytes(dir, bytes);
   EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kDamaged);
   EXPECT_EQ(r.integrity.missing_blocks, 2u);
@@ -224,34 +235,54 @@ TEST(TraceIntegrity, ARecordThatDoesNotDecodeDamagesOnlyItsBlock) {
   EXPECT_EQ(r.events.size(), 3u * 3);
 }
 
-// With one usable core the reader decompresses each block itself instead of on a producer thread:
-// the same events, counts and verdicts either way, for whole, damaged and cut traces.
-TEST(TraceIntegrity, OneCoreReadsAsSeveral) {
-  cpu_set_t all;
-  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
-  if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "one usable core: the producer thread is never started";
+// Blocks are checked and decompressed by the reader itself (one usable core, or
+// GPUMEMSHIM_READ_THREADS=0) or by worker threads that may finish out of order: the same events,
+// counts and verdicts either way, for whole, cut and damaged traces.
+TEST(TraceIntegrity, EveryNumberOfReadThreadsReadsTheSame) {
   TempDir dir;
   TraceBuilder t = sample();
   const std::vector<uint8_t> whole = t.bytes();
+  const std::vector<size_t>& blocks = t.block_offsets();
   std::vector<std::pair<std::vector<uint8_t>, size_t>> variants = {{whole, SIZE_MAX},
                                                                    {whole, whole.size() - 7}};
-  for (size_t at : t.block_offsets()) {
+  auto damage = [&](std::vector<uint8_t>& b, size_t block) {
+    b[blocks[block] + gf::kBlockHeaderSize + 3] ^= 0x40;  // a payload byte: fails its checksum
+  };
+  for (size_t k = 0; k < blocks.size(); ++k) {
     std::vector<uint8_t> b = whole;
-    b[at + gf::kBlockHeaderSize + 3] ^= 0x40;  // a payload byte: the block fails its checksum
+    damage(b, k);
     variants.emplace_back(b, SIZE_MAX);
   }
-  cpu_set_t one;
+  std::vector<uint8_t> two = whole;
+  damage(two, 1);
+  damage(two, 4);
+  variants.emplace_back(two, SIZE_MAX);
+
+  auto read_with = [&](const std::vector<uint8_t>& bytes, size_t limit, const char* threads) {
+    if (threads)
+      setenv("GPUMEMSHIM_READ_THREADS", threads, 1);
+    else
+      unsetenv("GPUMEMSHIM_READ_THREADS");
+    Read r = read_bytes(dir, bytes, limit);
+    unsetenv("GPUMEMSHIM_READ_THREADS");
+    return r;
+  };
+  cpu_set_t all, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
   CPU_ZERO(&one);
   CPU_SET(sched_getcpu(), &one);
   for (const auto& [bytes, limit] : variants) {
-    const Read several = read_bytes(dir, bytes, limit);
+    const Read inline_read = read_with(bytes, limit, "0");
     ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
-    const Read single = read_bytes(dir, bytes, limit);
+    const Read one_core = read_with(bytes, limit, nullptr);
     ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
-    EXPECT_EQ(single.events, several.events);
-    EXPECT_EQ(single.records, several.records);
-    EXPECT_EQ(single.integrity.status, several.integrity.status);
-    EXPECT_EQ(single.integrity.detail, several.integrity.detail);
+    for (const Read& r : {one_core, read_with(bytes, limit, nullptr), read_with(bytes, limit, "1"),
+                          read_with(bytes, limit, "3"), read_with(bytes, limit, "16")}) {
+      EXPECT_EQ(r.events, inline_read.events);
+      EXPECT_EQ(r.records, inline_read.records);
+      EXPECT_EQ(r.integrity.status, inline_read.integrity.status);
+      EXPECT_EQ(r.integrity.detail, inline_read.integrity.detail);
+    }
   }
 }
 
