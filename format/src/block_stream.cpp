@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -27,7 +28,8 @@ unsigned usable_cores() {
 
 // How many threads check and decompress blocks ahead of the reader: GPUMEMSHIM_READ_THREADS if
 // set (0: none, the reader does it; at most kMaxReadThreads), else one per usable core beyond the
-// reader's, up to kDefaultReadThreads.
+// two that the reader and the analyzer's replay take (one with two cores), up to
+// kDefaultReadThreads: more threads than cores would take turns with the reader.
 unsigned decompress_workers() {
   constexpr unsigned kDefaultReadThreads = 4, kMaxReadThreads = 64;
   if (const char* env = std::getenv("GPUMEMSHIM_READ_THREADS"); env && *env) {
@@ -37,7 +39,7 @@ unsigned decompress_workers() {
       return static_cast<unsigned>(std::min<unsigned long>(n, kMaxReadThreads));
   }
   const unsigned cores = usable_cores();
-  return cores < 2 ? 0 : std::min(cores - 1, kDefaultReadThreads);
+  return cores < 2 ? 0 : std::clamp(cores - 2, 1u, kDefaultReadThreads);
 }
 
 // The next offset at or after `from` where a block header verifies; SIZE_MAX if none.
