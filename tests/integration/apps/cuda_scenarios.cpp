@@ -45,14 +45,16 @@ int scenario_leak(bool leak) {
   return 0;
 }
 
-int scenario_threads(int threads, int pairs) {
+// pause_us after each pair spreads the pairs over the shim's periodic flushes (several blocks).
+int scenario_threads(int threads, int pairs, int pause_us) {
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([pairs, t] {
+    workers.emplace_back([pairs, t, pause_us] {
       for (int i = 0; i < pairs; ++i) {
         void* p = nullptr;
         check(cudaMalloc(&p, static_cast<size_t>(256 + t * 16 + (i % 7))), "cudaMalloc");
         check(cudaFree(p), "cudaFree");
+        if (pause_us > 0) usleep(static_cast<useconds_t>(pause_us));
       }
     });
   }
@@ -171,7 +173,10 @@ int main(int argc, char** argv) {
   std::string s = argc > 1 ? argv[1] : "";
   if (s == "leak") return scenario_leak(true);
   if (s == "clean") return scenario_leak(false);
-  if (s == "threads") return scenario_threads(argc > 2 ? std::atoi(argv[2]) : 16, argc > 3 ? std::atoi(argv[3]) : 10000);
+  if (s == "threads")
+    return scenario_threads(argc > 2 ? std::atoi(argv[2]) : 16,
+                            argc > 3 ? std::atoi(argv[3]) : 10000,
+                            argc > 4 ? std::atoi(argv[4]) : 0);
   if (s == "oom") return scenario_oom();
   if (s == "killed") return scenario_killed();
   if (s == "fork") return scenario_fork();

@@ -4,6 +4,8 @@
 // bridge do. Lines marked "site:" are looked up by tests/integration/test_findings.py.
 //
 //   findings_app growth N | steady N | retained N | region N | peak N | timegrowth N | frag | cache
+//   findings_app MODE N PAUSE_US   the step modes, pausing after each step (the shim's periodic
+//                                  flushes then cut the trace into several blocks)
 #include <dlfcn.h>
 #include <fakecuda/cuda_runtime_api.h>
 #include "check_cuda.h"
@@ -69,7 +71,7 @@ void device_total() {
   check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
 }
 
-int train(const char* mode, int steps) {
+int train(const char* mode, int steps, int pause_us) {
   device_total();
   void* weights = load_weights();
   std::vector<void*> history;
@@ -82,6 +84,7 @@ int train(const char* mode, int steps) {
       check(cudaFree(activations), "cudaFree");
     }
     step_fn(nullptr);
+    if (pause_us > 0) usleep(static_cast<useconds_t>(pause_us));
   }
   if (!std::strcmp(mode, "region")) {
     region_begin_fn("eval");
@@ -157,5 +160,5 @@ int main(int argc, char** argv) {
   if (!std::strcmp(mode, "frag")) return fragmentation();
   if (!std::strcmp(mode, "cache")) return cache();
   if (!std::strcmp(mode, "timegrowth")) return time_growth(n);
-  return train(mode, n);
+  return train(mode, n, argc > 3 ? std::atoi(argv[3]) : 0);
 }
