@@ -1,5 +1,6 @@
 #include "gpumemshim/format/trace_reader.h"
 
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -9,8 +10,6 @@
 #include <optional>
 #include <span>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "block_stream.h"
 #include "decoder.h"
@@ -78,8 +77,10 @@ bool is_timed(RecordType type) {
     case RecordType::kAllocFailed:
     case RecordType::kMemInfo:
     case RecordType::kMarker:
-    case RecordType::kTorchEvent: return true;
-    default: return false;
+    case RecordType::kTorchEvent:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -102,11 +103,20 @@ class ReadPass {
   ReadPass(const std::string& path, std::span<const uint8_t> bytes, Version version,
            TraceCounts& counts, TraceSink& sink, bool streaming, BlockStream* stream = nullptr,
            TextRecords* text = nullptr)
-      : path_(path), bytes_(stream ? stream->region() : bytes), counts_(counts), sink_(sink),
-        streaming_(streaming), stream_(stream), text_(text), reader_(bytes_),
-        decode_(path, bytes_, has_fixed_layout(version)), deliver_(sink) {
-    if (stream_) reader_.start_stream(bytes_.first(0), version);
-    else reader_.read_header();  // checked when the file was opened
+      : path_(path),
+        bytes_(stream ? stream->region() : bytes),
+        counts_(counts),
+        sink_(sink),
+        streaming_(streaming),
+        stream_(stream),
+        text_(text),
+        reader_(bytes_),
+        decode_(path, bytes_, has_fixed_layout(version)),
+        deliver_(sink) {
+    if (stream_)
+      reader_.start_stream(bytes_.first(0), version);
+    else
+      reader_.read_header();  // checked when the file was opened
   }
 
   bool run() {
@@ -115,9 +125,8 @@ class ReadPass {
       keep_pace();
       // The bulk of a 2.x trace, hot records one after the other, framed and queued in a tight
       // loop (a few KiB at a time: keep_pace's checks keep theirs).
-      reader_.next_hot(kHotRun, [this](RecordPtr rec) __attribute__((always_inline)) {
-        return queue_hot(rec);
-      });
+      reader_.next_hot(
+          kHotRun, [this](RecordPtr rec) __attribute__((always_inline)) { return queue_hot(rec); });
       if (!in_order_) return false;
       RawRecord raw;
       ReadStatus st = reader_.next(raw);
@@ -150,12 +159,16 @@ class ReadPass {
   // saved registers cost more than the hot records' decoding.
   struct Emit {
     ReadPass* pass;
-    [[gnu::always_inline]] void operator()(RecordPtr rec) const { pass->decode_(rec, pass->deliver_); }
+    [[gnu::always_inline]] void operator()(RecordPtr rec) const {
+      pass->decode_(rec, pass->deliver_);
+    }
   };
 
   [[gnu::always_inline]] void queue(uint64_t stream, uint64_t time, RecordPtr rec) {
-    if (!streaming_) held_.push(stream, time, rec);
-    else in_order_ = order_.push(stream, time, rec, Emit{this});
+    if (!streaming_)
+      held_.push(stream, time, rec);
+    else
+      in_order_ = order_.push(stream, time, rec, Emit{this});
   }
 
   [[gnu::always_inline]] bool queue_hot(RecordPtr rec) {
@@ -245,10 +258,16 @@ class ReadPass {
   RawRecord keep_text(const RawRecord& raw) {
     if (!text_) return raw;
     switch (raw.type) {
-      case RecordType::kMarker: case RecordType::kProcess: case RecordType::kModule:
-      case RecordType::kPyCode: case RecordType::kStackLabel: case RecordType::kDevice:
-      case RecordType::kAttribute: break;
-      default: return raw;
+      case RecordType::kMarker:
+      case RecordType::kProcess:
+      case RecordType::kModule:
+      case RecordType::kPyCode:
+      case RecordType::kStackLabel:
+      case RecordType::kDevice:
+      case RecordType::kAttribute:
+        break;
+      default:
+        return raw;
     }
     const uint8_t* rec = bytes_.data() + raw.offset;
     const size_t head = static_cast<size_t>(raw.payload - rec);
@@ -269,18 +288,28 @@ class ReadPass {
       case RecordType::kPyCode:
         to_sink(raw, &TraceSink::py_code, &PyCodeRecord::filename, &PyCodeRecord::name);
         break;
-      case RecordType::kModule: to_sink(raw, &TraceSink::module, &ModuleRecord::path); break;
+      case RecordType::kModule:
+        to_sink(raw, &TraceSink::module, &ModuleRecord::path);
+        break;
       case RecordType::kProcess:
         to_sink(raw, &TraceSink::process, &ProcessRecord::host, &ProcessRecord::command_line,
                 &ProcessRecord::executable);
         break;
-      case RecordType::kStackLabel: to_sink(raw, &TraceSink::stack_label, &StackLabelRecord::label); break;
-      case RecordType::kDevice: to_sink(raw, &TraceSink::device, &DeviceRecord::name); break;
+      case RecordType::kStackLabel:
+        to_sink(raw, &TraceSink::stack_label, &StackLabelRecord::label);
+        break;
+      case RecordType::kDevice:
+        to_sink(raw, &TraceSink::device, &DeviceRecord::name);
+        break;
       case RecordType::kAttribute:
         to_sink(raw, &TraceSink::attribute, &AttributeRecord::key, &AttributeRecord::value);
         break;
-      case RecordType::kEnd: to_sink(raw, &TraceSink::end); break;
-      default: ++counts_.unknown_records; break;  // a later minor version's record: skipped
+      case RecordType::kEnd:
+        to_sink(raw, &TraceSink::end);
+        break;
+      default:
+        ++counts_.unknown_records;
+        break;  // a later minor version's record: skipped
     }
   }
 
@@ -345,7 +374,8 @@ class EventCollector final : public TraceSink {
 
 TraceReader::TraceReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
-  if (std::string err = impl_->file.open(path); !err.empty()) throw TraceReadError(err);  // has the path
+  if (std::string err = impl_->file.open(path); !err.empty())
+    throw TraceReadError(err);  // has the path
   RecordReader reader(impl_->file.bytes());
   if (std::string err = reader.read_header(); !err.empty()) fail(path, err);
   impl_->version = reader.version();
@@ -355,18 +385,31 @@ TraceReader::~TraceReader() = default;
 TraceReader::TraceReader(TraceReader&&) noexcept = default;
 TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
 
-const std::string& TraceReader::path() const { return impl_->path; }
-Version TraceReader::version() const { return impl_->version; }
-const TraceCounts& TraceReader::counts() const { return impl_->counts; }
-const TraceIntegrity& TraceReader::integrity() const { return impl_->integrity; }
+const std::string& TraceReader::path() const {
+  return impl_->path;
+}
+Version TraceReader::version() const {
+  return impl_->version;
+}
+const TraceCounts& TraceReader::counts() const {
+  return impl_->counts;
+}
+const TraceIntegrity& TraceReader::integrity() const {
+  return impl_->integrity;
+}
 
 std::string integrity_name(const TraceIntegrity& t, Version v) {
   switch (t.status) {
-    case IntegrityStatus::kComplete: return "complete";
-    case IntegrityStatus::kUnchecked: return "unchecked (format " + std::to_string(v.major) + ")";
-    case IntegrityStatus::kIncomplete: return "incomplete";
-    case IntegrityStatus::kDamaged: return "damaged";
-    case IntegrityStatus::kWriteFailed: return "write-failed";
+    case IntegrityStatus::kComplete:
+      return "complete";
+    case IntegrityStatus::kUnchecked:
+      return "unchecked (format " + std::to_string(v.major) + ")";
+    case IntegrityStatus::kIncomplete:
+      return "incomplete";
+    case IntegrityStatus::kDamaged:
+      return "damaged";
+    case IntegrityStatus::kWriteFailed:
+      return "write-failed";
   }
   return "unknown";
 }
@@ -383,8 +426,10 @@ TraceIntegrity unchecked_integrity(const TraceCounts& c) {
   } else {
     t.status = IntegrityStatus::kIncomplete;
     t.first_problem_offset = c.truncated ? c.truncated_at : c.file_bytes;
-    t.detail = c.truncated ? "incomplete: the file ends inside a record (killed, crashed or still being written)"
-                           : "incomplete: no End record (killed, crashed or still being written)";
+    t.detail =
+        c.truncated
+            ? "incomplete: the file ends inside a record (killed, crashed or still being written)"
+            : "incomplete: no End record (killed, crashed or still being written)";
   }
   return t;
 }
@@ -403,13 +448,20 @@ std::string plural(uint64_t n, const char* one, const char* many) {
   return grouped(n) + " " + (n == 1 ? one : many);
 }
 
+// An errno's text; a number no errno can be (from a damaged header) says so instead.
+std::string errno_text(uint32_t error) {
+  constexpr uint32_t kLargestErrno = 4095;  // the kernel's MAX_ERRNO
+  return error <= kLargestErrno ? std::strerror(static_cast<int>(error)) : "not an errno";
+}
+
 // The one line that says what is wrong with a format 3 trace, and where.
 std::string integrity_detail(const TraceIntegrity& t, const BlockScan& scan,
-                             const BlockResults& found, bool end_differs) {
+                             const BlockResults& found, bool end_differs, bool header_disagrees) {
   std::vector<std::string> parts;
   if (found.damaged_blocks)
-    parts.push_back(fmt::format("{} failed their checksum or decompression (first at byte {})",
+    parts.push_back(fmt::format("{} failed {} checksum or decompression (first at byte {})",
                                 plural(found.damaged_blocks, "block", "blocks"),
+                                found.damaged_blocks == 1 ? "its" : "their",
                                 grouped(found.first_damaged_offset)));
   if (scan.out_of_sequence)
     parts.push_back(fmt::format("{} out of sequence (first at byte {})",
@@ -424,14 +476,15 @@ std::string integrity_detail(const TraceIntegrity& t, const BlockScan& scan,
                                 plural(scan.junk_bytes, "byte", "bytes"),
                                 grouped(scan.first_junk_offset)));
   if (end_differs && found.end.has_counts)
-    parts.push_back(fmt::format("the End record counts {} and {} before it, {} and {} read",
-                                plural(found.end.blocks, "block", "blocks"),
-                                plural(found.end.records, "record", "records"),
-                                grouped(found.blocks_before_end), grouped(found.records_before_end)));
+    parts.push_back(fmt::format(
+        "the End record counts {} and {} before it, {} and {} read",
+        plural(found.end.blocks, "block", "blocks"), plural(found.end.records, "record", "records"),
+        grouped(found.blocks_before_end), grouped(found.records_before_end)));
   else if (end_differs)
     parts.push_back("the End record has no counts");
   if (scan.truncated)
-    parts.push_back(fmt::format("the file ends inside a block at byte {}", grouped(scan.truncated_at)));
+    parts.push_back(
+        fmt::format("the file ends inside a block at byte {}", grouped(scan.truncated_at)));
   if (!t.ended) parts.push_back("no End record (killed, crashed or still being written)");
   if (t.records_lost)
     parts.push_back(fmt::format("{}{} lost", t.records_lost_exact ? "" : "at least ",
@@ -440,21 +493,30 @@ std::string integrity_detail(const TraceIntegrity& t, const BlockScan& scan,
                      : t.status == IntegrityStatus::kDamaged   ? "damaged: "
                                                                : "incomplete: ";
   if (t.status == IntegrityStatus::kWriteFailed)
-    parts.insert(parts.begin(), t.write_error ? fmt::format("the shim could not write the trace ({}, errno {})",
-                                                            std::strerror(static_cast<int>(t.write_error)),
-                                                            t.write_error)
-                                              : std::string("the shim could not write the trace"));
+    parts.insert(parts.begin(),
+                 t.write_error ? fmt::format("the shim could not write the trace ({}, errno {})",
+                                             errno_text(t.write_error), t.write_error)
+                               : std::string("the shim could not write the trace"));
+  if (header_disagrees)
+    parts.insert(parts.begin(),
+                 fmt::format("the file header holds an errno ({}) without its write-failed flag",
+                             scan.write_error));
   for (size_t i = 0; i < parts.size(); ++i) line += (i ? "; " : "") + parts[i];
   return line;
 }
 
 // Format 3: what the block headers (scan) and the checked blocks (found) say about the trace.
-TraceIntegrity checked_integrity(const BlockScan& scan, const BlockResults& found, uint64_t file_bytes) {
+TraceIntegrity checked_integrity(const BlockScan& scan, const BlockResults& found,
+                                 uint64_t file_bytes) {
   TraceIntegrity t;
   t.checked = true;
   t.ended = found.ended;
-  t.write_error = scan.write_error ? scan.write_error
-                                   : static_cast<uint32_t>(found.ended ? found.end.write_error : 0);
+  // The shim writes the flag and the errno together: an errno without the flag is damage.
+  const bool flagged = scan.flags & kHeaderWriteFailed;
+  const bool header_disagrees = !flagged && scan.write_error != 0;
+  t.write_error = flagged && scan.write_error
+                      ? scan.write_error
+                      : static_cast<uint32_t>(found.ended ? found.end.write_error : 0);
   t.blocks = found.good_blocks;
   t.damaged_blocks = found.damaged_blocks + scan.out_of_sequence;
   t.missing_blocks = scan.missing_blocks;
@@ -462,25 +524,32 @@ TraceIntegrity checked_integrity(const BlockScan& scan, const BlockResults& foun
   t.truncated = scan.truncated;
   t.records_lost = found.damaged_records;
   // End counts what was written before it: anything less read was lost on the way.
-  const bool end_differs = found.ended && (!found.end.has_counts ||
-                                           found.end.blocks != found.blocks_before_end ||
-                                           found.end.records != found.records_before_end);
+  const bool end_differs =
+      found.ended && (!found.end.has_counts || found.end.blocks != found.blocks_before_end ||
+                      found.end.records != found.records_before_end);
   if (found.ended && found.end.has_counts && found.end.records >= found.records_before_end) {
     t.records_lost = found.end.records - found.records_before_end;
     t.records_lost_exact = true;
   }
-  t.first_problem_offset = std::min({found.first_damaged_offset, scan.first_gap_offset,
-                                     scan.out_of_sequence_offset, scan.first_junk_offset,
-                                     scan.truncated ? scan.truncated_at : UINT64_MAX,
-                                     found.ended ? UINT64_MAX : file_bytes});
-  const bool write_failed = (scan.flags & kHeaderWriteFailed) || t.write_error != 0;
-  const bool damaged = t.damaged_blocks || t.missing_blocks || scan.junk_bytes || end_differs;
-  if (write_failed) t.status = IntegrityStatus::kWriteFailed;
-  else if (damaged) t.status = IntegrityStatus::kDamaged;
-  else if (t.truncated || !t.ended) t.status = IntegrityStatus::kIncomplete;
-  else t.status = IntegrityStatus::kComplete;
-  if (t.status == IntegrityStatus::kComplete) t.first_problem_offset = 0;
-  else t.detail = integrity_detail(t, scan, found, end_differs);
+  t.first_problem_offset =
+      std::min({found.first_damaged_offset, scan.first_gap_offset, scan.out_of_sequence_offset,
+                scan.first_junk_offset, scan.truncated ? scan.truncated_at : UINT64_MAX,
+                found.ended ? UINT64_MAX : file_bytes});
+  const bool write_failed = flagged || t.write_error != 0;
+  const bool damaged =
+      t.damaged_blocks || t.missing_blocks || scan.junk_bytes || end_differs || header_disagrees;
+  if (write_failed)
+    t.status = IntegrityStatus::kWriteFailed;
+  else if (damaged)
+    t.status = IntegrityStatus::kDamaged;
+  else if (t.truncated || !t.ended)
+    t.status = IntegrityStatus::kIncomplete;
+  else
+    t.status = IntegrityStatus::kComplete;
+  if (t.status == IntegrityStatus::kComplete)
+    t.first_problem_offset = 0;
+  else
+    t.detail = integrity_detail(t, scan, found, end_differs, header_disagrees);
   return t;
 }
 }  // namespace
@@ -496,7 +565,8 @@ void TraceReader::read(TraceSink& sink) {
     if (!m.blocks)
       return ReadPass(m.path, m.file.bytes(), m.version, m.counts, sink, streaming).run();
     BlockStream stream(*m.blocks, m.file.bytes(), m.version);
-    if (!ReadPass(m.path, m.file.bytes(), m.version, m.counts, sink, streaming, &stream, &m.text).run())
+    if (!ReadPass(m.path, m.file.bytes(), m.version, m.counts, sink, streaming, &stream, &m.text)
+             .run())
       return false;
     found = stream.finish();
     return true;

@@ -129,7 +129,7 @@ TEST(TraceIntegrity, APayloadFlipDamagesOneBlockAndCountsItsRecords) {
   const size_t blocks = t.block_offsets().size() - 1,
                records = intact_records(t) - 1;  // before End
   EXPECT_EQ(r.integrity.detail,
-            "damaged: 1 block failed their checksum or decompression (first at byte " +
+            "damaged: 1 block failed its checksum or decompression (first at byte " +
                 std::to_string(block) + "); the End record counts " + std::to_string(blocks) +
                 " blocks and " + std::to_string(records) + " records before it, " +
                 std::to_string(blocks - 1) + " and " + std::to_string(records - 10) +
@@ -206,6 +206,29 @@ TEST(TraceIntegrity, AFailedWriteIsTheWorst) {
   Read e = read(ended.write(dir.file("e.trace")));
   EXPECT_EQ(e.integrity.status, gf::IntegrityStatus::kWriteFailed);
   EXPECT_EQ(e.integrity.write_error, 5u);
+}
+
+// The shim sets the header's flag and errno in one write: an errno alone is a damaged header, and a
+// number that is no errno is not given an errno's text.
+TEST(TraceIntegrity, AnErrnoWithoutItsFlagIsDamage) {
+  TempDir dir;
+  std::vector<uint8_t> bytes = sample().bytes();
+  bytes[gf::kHeaderWriteErrorOffset + 3] = 0xFF;  // 0xFF000000: no errno
+  Read r = read_bytes(dir, bytes);
+  EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kDamaged) << r.integrity.detail;
+  EXPECT_NE(r.integrity.detail.find(
+                "the file header holds an errno (4278190080) without its write-failed flag"),
+            std::string::npos)
+      << r.integrity.detail;
+
+  TraceBuilder flagged = sample();
+  flagged.header_write_failed(28);
+  bytes = flagged.bytes();
+  bytes[gf::kHeaderWriteErrorOffset + 3] = 0xFF;
+  r = read_bytes(dir, bytes);
+  EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kWriteFailed);
+  EXPECT_NE(r.integrity.detail.find("(not an errno, errno 4278190108)"), std::string::npos)
+      << r.integrity.detail;
 }
 
 TEST(TraceIntegrity, OlderFormatsAreUnchecked) {
