@@ -1,16 +1,16 @@
 // gpumemshim: record, report, check, diff, export and stats.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 #include <exception>
 #include <new>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
-
 #include "cli.h"
-#include "numbers.h"
 #include "gpumemshim/analyzer/errors.h"
+#include "numbers.h"
 
 using namespace gpumemshim::cli;
 
@@ -41,14 +41,16 @@ int split_record_command(int argc, char** argv, std::vector<std::string>& comman
 // name neither the flag nor the value; numbers.h reads them strictly.
 struct NumericArgs {
   std::string jobs, max_leak_bytes, max_growth, fail_on_regression;
-  CLI::Option *jobs_opt = nullptr, *max_leak_opt = nullptr, *max_growth_opt = nullptr, *fail_opt = nullptr;
+  CLI::Option *jobs_opt = nullptr, *max_leak_opt = nullptr, *max_growth_opt = nullptr,
+              *fail_opt = nullptr;
 
   void apply(ReportOptions& rep, CheckOptions& chk, DiffOptions& dif) const {
     if (jobs_opt && jobs_opt->count()) rep.jobs = parse_count("--jobs", jobs, "number of cores");
     if (max_leak_opt && max_leak_opt->count())
       chk.max_leak_bytes = parse_count("--max-leak-bytes", max_leak_bytes, "byte count");
     if (max_growth_opt && max_growth_opt->count())
-      chk.max_growth_bytes_per_step = parse_count("--max-growth-bytes-per-step", max_growth, "byte count");
+      chk.max_growth_bytes_per_step =
+          parse_count("--max-growth-bytes-per-step", max_growth, "byte count");
     if (fail_opt && fail_opt->count())
       dif.fail_on_regression = parse_percent("--fail-on-regression", fail_on_regression);
   }
@@ -62,7 +64,8 @@ int main(int argc, char** argv) {
 
   RecordOptions rec;
   auto* record = app.add_subcommand("record", "run a command with the shim preloaded");
-  record->add_option("-o,--output", rec.output, "trace path pattern (%p pid, %h host, %r rank, %t time)");
+  record->add_option("-o,--output", rec.output,
+                     "trace path pattern (%p pid, %h host, %r rank, %t time)");
   record->add_option("--stacks", rec.stacks, "native,python | python | native | none")
       ->check(CLI::IsMember({"native,python", "python,native", "python", "native", "none"}));
   // Shown in the help only: the command is split off before parsing (see split_record_command).
@@ -76,42 +79,49 @@ int main(int argc, char** argv) {
   report->add_option("--format", rep.format, "text, json or html")->capture_default_str();
   report->add_option("-o,--output", rep.output, "write the report to FILE");
   report->add_option("--suppressions", rep.suppressions, "LeakSanitizer-style suppressions file");
-  numbers.jobs_opt = report->add_option("-j,--jobs", numbers.jobs,
-                     "cores to use (default: all): traces analysed at once, and with cores to spare "
-                     "each trace's replay on a thread of its own");
+  numbers.jobs_opt = report->add_option(
+      "-j,--jobs", numbers.jobs,
+      "cores to use (default: all): traces analysed at once, and with cores to spare "
+      "each trace's replay on a thread of its own");
   report->add_flag("-q,--quiet", rep.quiet, "no progress line on stderr");
 
   CheckOptions chk;
   auto* check = app.add_subcommand("check", "exit 1 when the traces leak more than allowed");
   check->add_option("traces", chk.traces, "trace files (one per process)")->required();
   check->add_option("--suppressions", chk.suppressions, "LeakSanitizer-style suppressions file");
-  numbers.max_leak_opt =
-      check->add_option("--max-leak-bytes", numbers.max_leak_bytes, "leaked bytes allowed (default 0)");
+  numbers.max_leak_opt = check->add_option("--max-leak-bytes", numbers.max_leak_bytes,
+                                           "leaked bytes allowed (default 0)");
   numbers.max_growth_opt = check->add_option(
       "--max-growth-bytes-per-step", numbers.max_growth,
       "fail when a site grows by more than N bytes per step (default: growth never fails)");
-  check->add_flag("--allow-incomplete", chk.allow_incomplete,
-                  "judge incomplete, damaged or write-failed traces by what they recorded (exit 0/1) "
-                  "instead of refusing them (exit 2)");
+  check->add_flag(
+      "--allow-incomplete", chk.allow_incomplete,
+      "judge incomplete, damaged or write-failed traces by what they recorded (exit 0/1) "
+      "instead of refusing them (exit 2)");
   check->add_option("--junit", chk.junit, "also write the findings as JUnit XML to FILE");
   check->add_option("--sarif", chk.sarif, "also write the findings as SARIF 2.1.0 to FILE");
 
   ExportOptions exp;
-  auto* exporter = app.add_subcommand("export", "convert traces for other viewers (Perfetto, memory_viz)");
+  auto* exporter =
+      app.add_subcommand("export", "convert traces for other viewers (Perfetto, memory_viz)");
   exporter->add_option("traces", exp.traces, "trace files (memory-viz: one)")->required();
-  exporter->add_option("--to", exp.to, "chrome (Chrome/Perfetto trace JSON) or memory-viz (PyTorch snapshot pickle)")
+  exporter
+      ->add_option("--to", exp.to,
+                   "chrome (Chrome/Perfetto trace JSON) or memory-viz (PyTorch snapshot pickle)")
       ->required();
   exporter->add_option("-o,--output", exp.output, "write to FILE (default: stdout)");
 
   DiffOptions dif;
-  auto* diff = app.add_subcommand("diff", "compare two runs: peak, leaks and the call sites that got worse");
+  auto* diff =
+      app.add_subcommand("diff", "compare two runs: peak, leaks and the call sites that got worse");
   diff->add_option("base", dif.base, "trace of the base run")->required();
   diff->add_option("new", dif.next, "trace of the new run")->required();
   numbers.fail_opt = diff->add_option(
       "--fail-on-regression", numbers.fail_on_regression,
       "exit 1 when peak or leaked bytes grew by more than PCT percent or a leak site appeared");
-  diff->add_flag("--allow-incomplete", dif.allow_incomplete,
-                 "compare incomplete, damaged or write-failed traces instead of refusing them (exit 2)");
+  diff->add_flag(
+      "--allow-incomplete", dif.allow_incomplete,
+      "compare incomplete, damaged or write-failed traces instead of refusing them (exit 2)");
   diff->add_option("--format", dif.format, "text or json")->capture_default_str();
   diff->add_option("-o,--output", dif.output, "write the comparison to FILE");
 
@@ -137,6 +147,7 @@ int main(int argc, char** argv) {
 
   try {
     numbers.apply(rep, chk, dif);
+    if (!*record) check_read_threads_env();
     if (*record) {
       return run_record(rec);
     }

@@ -14,4 +14,8 @@ uint64_t parse_count(const std::string& flag, const std::string& text, const cha
 // A percentage >= 0: digits with an optional fraction ("5", "0.5"). Throws CliError.
 double parse_percent(const std::string& flag, const std::string& text);
 
+// GPUMEMSHIM_READ_THREADS, when set: a count from 0 to 64 (the threads that decompress a format-3
+// trace's blocks). Throws CliError, so that a typo is not silently read as the default.
+void check_read_threads_env();
+
 }  // namespace gpumemshim::cli

@@ -1,18 +1,16 @@
 // Exit codes and output of the gpumemshim CLI on synthesized traces.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-
 #include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "temp_dir.h"
 #include "trace_builder.h"
@@ -52,7 +50,8 @@ Result cli(const TempDir& dir, const std::vector<std::string>& args) {
 // Runs a shell command line built around the CLI ("CLI" is replaced by its path); stdout and
 // stderr are captured unless the line redirects them itself.
 Result sh(const TempDir& dir, std::string line) {
-  for (size_t at; (at = line.find("CLI")) != std::string::npos;) line.replace(at, 3, "'" GPUMEMSHIM_CLI "'");
+  for (size_t at; (at = line.find("CLI")) != std::string::npos;)
+    line.replace(at, 3, "'" GPUMEMSHIM_CLI "'");
   std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
   std::string cmd = "{ " + line + " ; } >'" + out + "' 2>'" + err + "'";
   int status = std::system(cmd.c_str());
@@ -63,7 +62,9 @@ Result sh(const TempDir& dir, std::string line) {
   return r;
 }
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+bool has(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
 
 void expect_one_line_error(const Result& r) {
   EXPECT_EQ(r.code, 2) << r.err;
@@ -109,7 +110,8 @@ TEST(Cli, CheckExitCodes) {
   EXPECT_EQ(cli(dir, {"check", clean}).code, 0);
   Result leak = cli(dir, {"check", leaky});
   EXPECT_EQ(leak.code, 1);
-  EXPECT_NE(leak.out.find("LEAK 8.00 KiB (8192 bytes) in 2 allocations via cudaMalloc"), std::string::npos)
+  EXPECT_NE(leak.out.find("LEAK 8.00 KiB (8192 bytes) in 2 allocations via cudaMalloc"),
+            std::string::npos)
       << leak.out;
   EXPECT_NE(leak.out.find("leaky_app"), std::string::npos) << leak.out;
   EXPECT_EQ(cli(dir, {"check", leaky, "--max-leak-bytes", "8192"}).code, 0);
@@ -136,14 +138,16 @@ TEST(Cli, UnusableInputsExitTwoWithOneLine) {
   TempDir dir;
   TraceBuilder empty;
   std::string empty_path = empty.write(dir.file("empty.trace"), 0);
-  std::ofstream(dir.file("garbage.trace")) << "\x7f" "ELF this is not a trace at all, not at all";
+  std::ofstream(dir.file("garbage.trace")) << "\x7f"
+                                              "ELF this is not a trace at all, not at all";
   TraceBuilder newer = trace(3);
   newer.header_version(9, 0);
   newer.write(dir.file("newer.trace"));
   TraceBuilder corrupt = trace(4, gf::kVersion2_0);  // format 3 would call its block damaged
   corrupt.alloc(0x1000, 1).append_bytes(std::string_view("\0\0\0\0\0\0", 6)).alloc(0x2000, 1).end();
   corrupt.write(dir.file("corrupt.trace"));
-  for (const char* name : {"empty.trace", "garbage.trace", "newer.trace", "corrupt.trace", "missing.trace"})
+  for (const char* name :
+       {"empty.trace", "garbage.trace", "newer.trace", "corrupt.trace", "missing.trace"})
     for (const char* cmd : {"report", "check", "stats"}) {
       SCOPED_TRACE(std::string(cmd) + " " + name);
       expect_one_line_error(cli(dir, {cmd, dir.file(name)}));
@@ -188,7 +192,8 @@ TEST(Cli, JsonReportHasTheContractKeys) {
 TEST(Cli, TextReportAndStats) {
   TempDir dir;
   TraceBuilder t = trace(5, gf::kVersion2_0);  // a cut record, not a cut block
-  t.alloc(0x1000, 3 << 20, 1).alloc(0x2000, 64, 0, gf::Api::kCudaMallocManaged, gf::MemoryKind::kManaged);
+  t.alloc(0x1000, 3 << 20, 1)
+      .alloc(0x2000, 64, 0, gf::Api::kCudaMallocManaged, gf::MemoryKind::kManaged);
   t.add(gf::MemInfoRecord{10, 0, 1, 2});
   std::string path = t.write(dir.file("t.trace"), t.bytes().size() - 2);  // cut the last record
   Result r = cli(dir, {"report", path});
@@ -259,9 +264,12 @@ TEST(Cli, KilledTraceReportSaysWhatItIs) {
   std::string killed = killed_trace(dir);
   Result text = cli(dir, {"report", killed});
   ASSERT_EQ(text.code, 0) << text.err;
-  EXPECT_EQ(text.out.rfind("WARNING: gpumemshim: 1 of 1 trace cannot be trusted in full (incomplete)", 0), 0u)
+  EXPECT_EQ(
+      text.out.rfind("WARNING: gpumemshim: 1 of 1 trace cannot be trusted in full (incomplete)", 0),
+      0u)
       << text.out;
-  EXPECT_TRUE(has(text.out, "WARNING: trace " + killed + ": incomplete: no End record")) << text.out;
+  EXPECT_TRUE(has(text.out, "WARNING: trace " + killed + ": incomplete: no End record"))
+      << text.out;
   EXPECT_TRUE(has(text.out, "ALIVE WHEN THE TRACE ENDED 4.00 KiB (4096 bytes)")) << text.out;
   EXPECT_FALSE(has(text.out, "LEAK ")) << text.out;
 
@@ -303,21 +311,25 @@ TEST(Cli, KilledTraceInJunitAndSarif) {
   Result refused = cli(dir, {"check", killed, "--junit", junit, "--sarif", sarif});
   expect_one_line_error(refused);
   std::string xml = slurp(junit);
-  EXPECT_TRUE(has(xml, "<testcase name=\"trace integrity\" classname=\"gpumemshim.integrity\"")) << xml;
-  EXPECT_TRUE(has(xml, "<failure message=\"1 of 1 trace cannot be trusted in full (incomplete)\"")) << xml;
+  EXPECT_TRUE(has(xml, "<testcase name=\"trace integrity\" classname=\"gpumemshim.integrity\""))
+      << xml;
+  EXPECT_TRUE(has(xml, "<failure message=\"1 of 1 trace cannot be trusted in full (incomplete)\""))
+      << xml;
   EXPECT_TRUE(has(xml, "failures=\"1\"")) << xml;
   auto s = nlohmann::json::parse(slurp(sarif));
   const auto& inv = s["runs"][0]["invocations"][0];
   EXPECT_EQ(inv["executionSuccessful"], false);
   ASSERT_EQ(inv["toolExecutionNotifications"].size(), 1u);
   EXPECT_EQ(inv["toolExecutionNotifications"][0]["level"], "error");
-  EXPECT_TRUE(has(inv["toolExecutionNotifications"][0]["message"]["text"].get<std::string>(), "incomplete"));
+  EXPECT_TRUE(has(inv["toolExecutionNotifications"][0]["message"]["text"].get<std::string>(),
+                  "incomplete"));
   for (const auto& result : s["runs"][0]["results"]) {
     EXPECT_EQ(result["ruleId"], "gpumemshim/alive");
     EXPECT_EQ(result["level"], "note");
   }
 
-  Result allowed = cli(dir, {"check", killed, "--allow-incomplete", "--junit", junit, "--sarif", sarif});
+  Result allowed =
+      cli(dir, {"check", killed, "--allow-incomplete", "--junit", junit, "--sarif", sarif});
   EXPECT_EQ(allowed.code, 0) << allowed.err;
   xml = slurp(junit);
   EXPECT_TRUE(has(xml, "<testcase name=\"trace integrity\"")) << xml;
@@ -378,14 +390,15 @@ TEST(Cli, SameTraceTwiceIsCountedOnce) {
     ASSERT_EQ(j["integrity"]["duplicates"].size(), 1u);
     EXPECT_EQ(j["integrity"]["duplicates"][0]["same_as"], leaky);
     ASSERT_EQ(j["notes"].size(), 1u);
-    EXPECT_EQ(j["notes"][0], "trace " + second + " is " +
-                                 (std::string(other) == "copy.trace" ? "the same recording" : "the same file") +
-                                 " as " + leaky + ": counted once");
+    EXPECT_EQ(j["notes"][0],
+              "trace " + second + " is " +
+                  (std::string(other) == "copy.trace" ? "the same recording" : "the same file") +
+                  " as " + leaky + ": counted once");
     Result text = cli(dir, {"report", leaky, second});
     EXPECT_TRUE(has(text.out, "note: trace " + second)) << text.out;
     EXPECT_TRUE(has(text.out, "SUMMARY: gpumemshim: 8.00 KiB (8192 bytes) leaked")) << text.out;
-    Result c = cli(dir, {"check", leaky, second, "--max-leak-bytes", "8192", "--junit", dir.file("j.xml"),
-                         "--sarif", dir.file("s.sarif")});
+    Result c = cli(dir, {"check", leaky, second, "--max-leak-bytes", "8192", "--junit",
+                         dir.file("j.xml"), "--sarif", dir.file("s.sarif")});
     EXPECT_EQ(c.code, 0) << c.out << c.err;
     EXPECT_TRUE(has(c.out, "counted once")) << c.out;
     EXPECT_TRUE(has(slurp(dir.file("j.xml")), "counted once"));
@@ -401,12 +414,14 @@ TEST(Cli, NumericFlagsRejectNegativesOverflowAndJunk) {
     std::vector<std::string> args;
     std::string flag;
   };
-  const std::vector<std::string> bad = {"-1", "18446744073709551616", "12abc", "1.5", "", " 7", "0x10", "1e3"};
+  const std::vector<std::string> bad = {
+      "-1", "18446744073709551616", "12abc", "1.5", "", " 7", "0x10", "1e3"};
   for (const std::string& v : bad) {
-    for (const Case& c : {Case{{"check", clean, "--max-leak-bytes", v}, "--max-leak-bytes"},
-                          Case{{"check", clean, "--max-growth-bytes-per-step", v}, "--max-growth-bytes-per-step"},
-                          Case{{"report", clean, "--jobs", v}, "--jobs"},
-                          Case{{"report", clean, "-j", v}, "--jobs"}}) {
+    for (const Case& c :
+         {Case{{"check", clean, "--max-leak-bytes", v}, "--max-leak-bytes"},
+          Case{{"check", clean, "--max-growth-bytes-per-step", v}, "--max-growth-bytes-per-step"},
+          Case{{"report", clean, "--jobs", v}, "--jobs"},
+          Case{{"report", clean, "-j", v}, "--jobs"}}) {
       SCOPED_TRACE(c.flag + " '" + v + "'");
       Result r = cli(dir, c.args);
       expect_one_line_error(r);
@@ -430,11 +445,26 @@ TEST(Cli, NumericFlagsRejectNegativesOverflowAndJunk) {
   EXPECT_EQ(cli(dir, {"diff", clean, clean, "--fail-on-regression", "0"}).code, 0);
 }
 
+// The reader's thread count is an environment variable: a typo is an error, not the default.
+TEST(Cli, ReadThreadsMustBeACount) {
+  TempDir dir;
+  std::string clean = clean_trace(dir);
+  for (const std::string v : {"-1", "x", "2.5", "65", "18446744073709551616"}) {
+    SCOPED_TRACE(v);
+    Result r = sh(dir, "GPUMEMSHIM_READ_THREADS='" + v + "' CLI report '" + clean + "'");
+    expect_one_line_error(r);
+    EXPECT_TRUE(has(r.err, "gpumemshim: error: GPUMEMSHIM_READ_THREADS: '" + v + "' is ")) << r.err;
+  }
+  for (const std::string v : {"0", "1", "64"})
+    EXPECT_EQ(sh(dir, "GPUMEMSHIM_READ_THREADS=" + v + " CLI check '" + clean + "'").code, 0) << v;
+}
+
 TEST(Cli, SuppressionsMustBeARegularTextFile) {
   TempDir dir;
   std::string leaky = leaky_trace(dir);
   std::filesystem::create_directory(dir.file("supp.d"));
-  std::ofstream(dir.file("nul.supp"), std::ios::binary) << std::string("leak:x\n\0\0SECRETBINARY\n", 22);
+  std::ofstream(dir.file("nul.supp"), std::ios::binary)
+      << std::string("leak:x\n\0\0SECRETBINARY\n", 22);
   std::ofstream(dir.file("utf8.supp"), std::ios::binary) << "leak:x\nleak:\xff\xfeSECRETBINARY\n";
   std::ofstream(dir.file("ok-utf8.supp"), std::ios::binary) << "# caf\xc3\xa9\nleak:leaky_app\n";
   std::ofstream(dir.file("unknown.supp")) << "leak:x\nrace:foo\n";
@@ -442,12 +472,12 @@ TEST(Cli, SuppressionsMustBeARegularTextFile) {
   struct Case {
     std::string path, says;
   };
-  for (const Case& c : {Case{dir.file("supp.d"), "is a directory"},
-                        Case{"/dev/null", "not a regular file"},
-                        Case{dir.file("nul.supp"), "not a text file (a NUL byte or invalid UTF-8 at byte 7)"},
-                        Case{dir.file("utf8.supp"), "not a text file (a NUL byte or invalid UTF-8 at byte 12)"},
-                        Case{dir.file("unknown.supp"), "unknown.supp:2: not a suppression rule: 'race:foo'"},
-                        Case{dir.file("nocolon.supp"), "nocolon.supp:3: not a suppression rule: 'just words'"}}) {
+  for (const Case& c :
+       {Case{dir.file("supp.d"), "is a directory"}, Case{"/dev/null", "not a regular file"},
+        Case{dir.file("nul.supp"), "not a text file (a NUL byte or invalid UTF-8 at byte 7)"},
+        Case{dir.file("utf8.supp"), "not a text file (a NUL byte or invalid UTF-8 at byte 12)"},
+        Case{dir.file("unknown.supp"), "unknown.supp:2: not a suppression rule: 'race:foo'"},
+        Case{dir.file("nocolon.supp"), "nocolon.supp:3: not a suppression rule: 'just words'"}}) {
     for (const char* cmd : {"check", "report"}) {
       SCOPED_TRACE(std::string(cmd) + " " + c.path);
       Result r = cli(dir, {cmd, leaky, "--suppressions", c.path});
@@ -481,7 +511,8 @@ TEST(Cli, WriteErrorsNameTheFailedWrite) {
     EXPECT_EQ(r.err, "gpumemshim: error: /dev/full: cannot write: No space left on device\n");
   }
   // stdout itself on a full disk.
-  for (const std::string& cmd : {"report " + clean, "check " + clean, "stats " + clean, "diff " + clean + " " + leaky}) {
+  for (const std::string& cmd :
+       {"report " + clean, "check " + clean, "stats " + clean, "diff " + clean + " " + leaky}) {
     SCOPED_TRACE(cmd);
     Result r = sh(dir, "CLI " + cmd + " >/dev/full");
     expect_one_line_error(r);
