@@ -6,7 +6,9 @@
 # and format 3's blocks decompressed on the others, what one big trace gets on a workstation. Prints one table row
 # per trace size and build, all measured in this one run.
 #
-#   bash bench/analyzer_throughput.sh [BUILD_DIR] [EVENTS...]     (default: build 50000000)
+#   bash bench/analyzer_throughput.sh [BUILD_DIR] [EVENTS|TRACE...]     (default: build 50000000)
+# An argument that is a file is a 3.0 trace the shim recorded (bench/shim_trace.sh makes one), read
+# as it is and, for a 2.0 baseline, as the same records in a 2.0 file (bench/trace_to_v2.py).
 #   GPUMEMSHIM_BENCH_DIR=/big/disk ...   where the traces go (default: a temp dir, removed after)
 #   GPUMEMSHIM_BENCH_ROUNDS=N ...        rounds per measurement: the best and the median are shown
 #   GPUMEMSHIM_BASELINE=/other/bin/gpumemshim ...  another build's CLI, timed in the same rounds,
@@ -62,10 +64,21 @@ for n in "${sizes[@]}"; do
   # gen.N.v2o.trace of format 2.0 among them, so that a cached trace of another kind is not reused)
   declare -A trace=() bytes=()
   for kind in $(printf '%s\n' "${kinds[@]}" | sort -u); do
-    trace[$kind]="$dir/gen.$n.$kind.trace"
-    [ -s "${trace[$kind]}" ] || "$gen" "${trace[$kind]}" "$n" $([ "$kind" = v2o ] && echo --format-2) 2>/dev/null
+    if [ -f "$n" ]; then  # a recorded trace
+      trace[$kind]=$n
+      if [ "$kind" = v2o ]; then
+        trace[$kind]="$dir/$(basename "$n").v2.trace"
+        [ -s "${trace[$kind]}" ] || python3 "$(dirname "$0")/trace_to_v2.py" "$n" "${trace[$kind]}"
+      fi
+    else
+      trace[$kind]="$dir/gen.$n.$kind.trace"
+      [ -s "${trace[$kind]}" ] || "$gen" "${trace[$kind]}" "$n" $([ "$kind" = v2o ] && echo --format-2) 2>/dev/null
+    fi
     bytes[$kind]=$(stat -L -c %s "${trace[$kind]}")
   done
+  if [ -f "$n" ]; then
+    n=$("${clis[0]}" stats "$n" | awk '$1 == "events" {print $2}')
+  fi
   declare -A one=() two=() rss=()
   for ((r = 0; r < rounds; ++r)); do
     for i in "${!clis[@]}"; do
