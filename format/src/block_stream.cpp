@@ -106,7 +106,19 @@ BlockStream::BlockStream(const BlockScan& scan, std::span<const uint8_t> file, V
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   region_ = static_cast<uint8_t*>(p);
-  producer_ = std::thread([this] { produce(); });
+  if (scan.raw_bytes > kInline) {
+    producer_ = std::thread([this] { produce(); });
+    return;
+  }
+  // A small stream is produced here, before the reader starts: it fits the room the producer may
+  // take ahead (it never waits for the reader), and starting, waking and joining a thread costs
+  // more than overlapping so little decompression with the read saves.
+  try {
+    produce();
+  } catch (...) {
+    munmap(region_, region_size_);
+    throw;
+  }
 }
 
 BlockStream::~BlockStream() {
@@ -162,13 +174,13 @@ void BlockStream::publish(uint64_t ready, bool done) {
 void BlockStream::produce() {
   static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   constexpr uint64_t kReleaseEvery = 8ull << 20;
-  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  DCtx dctx(nullptr, ZSTD_freeDCtx);  // made at the first compressed block: raw ones need none
   uint64_t produced = 0, released = 0;
   for (const BlockRef& b : scan_.blocks) {
     if (!wait_for_room(produced, b.header.raw_size)) break;
     uint32_t end_index = UINT32_MAX;
     EndRecord end;
-    if (check_block(b, dctx.get(), region_ + produced, end_index, end)) {
+    if (check_block(b, dctx, region_ + produced, end_index, end)) {
       if (end_index != UINT32_MAX && !results_.ended) {
         results_.ended = true;
         results_.end = end;
@@ -198,13 +210,17 @@ void BlockStream::produce() {
 // Whether the block at b is good: its payload's checksum, its decompression to exactly raw_size
 // bytes (into dst), and every record framed and decoded as the reader will, as many as the header
 // counts. end_index: the End record's place in the block, if it has one.
-bool BlockStream::check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst,
-                              uint32_t& end_index, EndRecord& end) {
+bool BlockStream::check_block(const BlockRef& b, DCtx& dctx, uint8_t* dst, uint32_t& end_index,
+                              EndRecord& end) {
   const BlockHeader& h = b.header;
   const uint8_t* payload = file_.data() + b.offset + kBlockHeaderSize;
   if (payload_hash(payload, h.stored_size) != h.payload_hash) return false;
   if (h.codec == BlockCodec::kZstd) {
-    const size_t n = ZSTD_decompressDCtx(dctx, dst, h.raw_size, payload, h.stored_size);
+    if (!dctx) {
+      dctx.reset(ZSTD_createDCtx());
+      if (!dctx) throw std::bad_alloc();
+    }
+    const size_t n = ZSTD_decompressDCtx(dctx.get(), dst, h.raw_size, payload, h.stored_size);
     if (ZSTD_isError(n) || n != h.raw_size) return false;
   } else {
     std::memcpy(dst, payload, h.stored_size);

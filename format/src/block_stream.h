@@ -1,13 +1,15 @@
 // Format 3's blocks (block.h) as one stream of records. scan_blocks() walks the block headers of a
 // file (resynchronising past bytes that are no block); a BlockStream then checks and decompresses
-// the blocks those headers describe on a thread of its own, ahead of the reader, into one
-// anonymous mapping laid out contiguously in file order. The reader reads records there as it
-// reads a 2.x file, and releases the pages behind it: the queued events point into the mapping, so
-// a block's bytes stay where they were written until the reader lets them go.
+// the blocks those headers describe on a thread of its own (a small stream: at once, on the
+// reader's), ahead of the reader, into one anonymous mapping laid out contiguously in file order.
+// The reader reads records there as it reads a 2.x file, and releases the pages behind it: the
+// queued events point into the mapping, so a block's bytes stay where they were written until the
+// reader lets them go.
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -79,14 +81,17 @@ class BlockStream {
 
  private:
   void produce();
-  bool check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, uint32_t& end_index,
-                   EndRecord& end);
+  using DCtx = std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)>;
+  bool check_block(const BlockRef& b, DCtx& dctx, uint8_t* dst, uint32_t& end_index, EndRecord& end);
   bool wait_for_room(uint64_t produced, uint64_t size);
   void publish(uint64_t ready, bool done);
 
   // Decompressed bytes held ahead of the reader: a block larger than this is still taken once
   // the reader has caught up.
   static constexpr uint64_t kAhead = 16ull << 20;
+  // Decompressed bytes up to which the stream is produced on the reader's thread, at once.
+  static constexpr uint64_t kInline = 1ull << 20;
+  static_assert(kInline <= kAhead, "an inline stream never waits for the reader");
 
   const BlockScan& scan_;
   std::span<const uint8_t> file_;
