@@ -93,7 +93,7 @@ for w in $(seq 1 "$workers"); do
   if grep -q -E "$error" "$work/worker-$w.log"; then crashes=$((crashes + 1)); fi
 done
 corpus_units=$(ls "$work/corpus" | wc -l)
-corpus_kib=$(du -sk "$work/corpus" | cut -f1)
+corpus_kib=$(($(cat "$work/corpus/"* | wc -c) / 1024))
 rate=$((executions / (elapsed > 0 ? elapsed : 1)))
 echo "executions: $executions  crashes: $crashes  time: ${elapsed} s  exec/s: $rate" \
   "($workers worker(s))  corpus: $corpus_units units, ${corpus_kib} KiB"
