@@ -6,6 +6,7 @@ sudo=""
 packages=(cmake ninja-build g++ pkg-config libunwind-dev libdw-dev libelf-dev libcli11-dev
           nlohmann-json3-dev libfmt-dev libzstd-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev valgrind
           python3 python3-pytest
+          clang libclang-rt-14-dev  # the fuzz target (tests/fuzz): libFuzzer and clang's sanitizers
           python3-zstandard  # tests/integration/trace_records.py reads format 3's zstd blocks
           chromium)  # headless screenshot of the HTML report in tests/integration/test_viewers.py
 missing=()

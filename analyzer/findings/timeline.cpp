@@ -177,7 +177,8 @@ void add_samples(Timeline& tl, const LoadedTrace& trace, size_t max_samples, Top
       add_point(&first == &b.low ? b.high : b.low);
     }
   }
-  uint64_t end_ns = std::max(static_cast<uint64_t>(trace.duration_s() * 1e9), replay.last_time_ns());
+  // In integer nanoseconds: duration_s() * 1e9 can round past the end, or past 2^64.
+  uint64_t end_ns = std::max(trace.end_ns(), replay.last_time_ns());
   if (!tl.samples.empty() && tl.samples.back().time_ns < end_ns) {
     const std::vector<uint64_t>& live_now = replay.site_live();
     sample(end_ns, replay.live_device_bytes(), replay.devices().reserved_bytes(), replay.devices().allocated_bytes(),

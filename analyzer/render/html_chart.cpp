@@ -1,6 +1,7 @@
 #include "render/html_chart.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <iterator>
 
 #include <fmt/format.h>
@@ -27,6 +28,10 @@ struct Chart {
 
 double seconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
 
+// A gridline's byte value: near 2^64 live bytes a double rounds up to 2^64, which no uint64_t
+// holds (the conversion would be undefined).
+uint64_t grid_bytes(double v) { return v >= 0x1p64 ? UINT64_MAX : static_cast<uint64_t>(v); }
+
 Chart scale(const Timeline& tl) {
   Chart c;
   for (const TimelineSample& s : tl.samples) {
@@ -50,7 +55,7 @@ std::string grid(const Chart& c) {
     svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e5e5e5\"/>"
                        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
                        c.left, yy, c.w - c.right, yy, c.left - 6, yy + 4,
-                       html_escape(human_bytes(static_cast<uint64_t>(v))));
+                       html_escape(human_bytes(grid_bytes(v))));
   }
   for (int i = 0; i <= 6; ++i) {
     double t = c.t_max * i / 6;

@@ -125,7 +125,9 @@ class LiveTable {
   uint32_t generation_ = 0;  // the young keys' newest (wraps: only equality is asked)
   Index young_, old_;
   std::vector<std::pair<Key, Record>> moving_;                      // age()'s
-  std::vector<uint64_t> old_bits_ = std::vector<uint64_t>(512, 0);  // 32 Kibit to start
+  // Made by the first age() that has keys to move (at least 32 Kibit): no table before that
+  // looks at it (find_old asks old_ first), and most tables of a small trace never age.
+  std::vector<uint64_t> old_bits_;
   size_t marked_ = 0;  // keys marked in old_bits_ since it was built (erased ones stay marked)
 };
 

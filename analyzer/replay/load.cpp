@@ -16,11 +16,13 @@ namespace gpumemshim::analyzer {
 namespace fmtr = gpumemshim::format;
 using fmtr::TimedEvent;
 
-double LoadedTrace::duration_s() const {
+uint64_t LoadedTrace::end_ns() const {
   uint64_t end = clean_exit ? end_time_ns : replay.last_time_ns();
   if (clean_exit && replay.last_time_ns() > end) end = replay.last_time_ns();
-  return static_cast<double>(end) / 1e9;
+  return end;
 }
+
+double LoadedTrace::duration_s() const { return static_cast<double>(end_ns()) / 1e9; }
 
 namespace {
 

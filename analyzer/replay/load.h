@@ -46,6 +46,8 @@ struct LoadedTrace {
   format::TraceIntegrity integrity;  // what the reader vouches for, once the read is done
   format::Version version;
   uint64_t end_time_ns = 0;
+  // When the trace ends: its End record, or its last event when later (or there is no End).
+  uint64_t end_ns() const;
   double duration_s() const;
 };
 

@@ -136,8 +136,10 @@ struct Replay::Core {
   std::vector<RawSite> sites;
   std::vector<SiteHot> site_hot;
   std::vector<uint64_t> site_live;
-  int site_slot_shift = 64 - 12;
-  std::vector<SiteSlot> site_slots = std::vector<SiteSlot>(size_t{1} << 12);
+  // 64 slots to start (grown as sites come): a replay is made per trace read, and a small trace
+  // has a few sites.
+  int site_slot_shift = 64 - 6;
+  std::vector<SiteSlot> site_slots = std::vector<SiteSlot>(size_t{1} << 6);
   // The trackers.
   GrowthSampling growth;
   TimelineTracker timeline;

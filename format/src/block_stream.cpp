@@ -27,10 +27,11 @@ unsigned usable_cores() {
 }
 
 // How many threads check and decompress blocks ahead of the reader: GPUMEMSHIM_READ_THREADS if
-// set (0: none, the reader does it; at most kMaxReadThreads), else one per usable core beyond the
-// two that the reader and the analyzer's replay take (one with two cores), up to
-// kDefaultReadThreads: more threads than cores would take turns with the reader.
-unsigned decompress_workers() {
+// set (0: none, the reader does it; at most kMaxReadThreads), else none for a stream of at most
+// small_stream bytes, else one per usable core beyond the two that the reader and the analyzer's
+// replay take (one with two cores), up to kDefaultReadThreads: more threads than cores would take
+// turns with the reader.
+unsigned decompress_workers(uint64_t stream_bytes, uint64_t small_stream) {
   constexpr unsigned kDefaultReadThreads = 4, kMaxReadThreads = 64;
   if (const char* env = std::getenv("GPUMEMSHIM_READ_THREADS"); env && *env) {
     char* end = nullptr;
@@ -38,6 +39,7 @@ unsigned decompress_workers() {
     if (*end == '\0' && env[0] != '-')
       return static_cast<unsigned>(std::min<unsigned long>(n, kMaxReadThreads));
   }
+  if (stream_bytes <= small_stream) return 0;
   const unsigned cores = usable_cores();
   return cores < 2 ? 0 : std::clamp(cores - 2, 1u, kDefaultReadThreads);
 }
@@ -164,14 +166,14 @@ BlockStream::BlockStream(const BlockScan& scan, std::span<const uint8_t> file, V
   const auto aligned = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) / kHugePage * kHugePage;
   region_ = reinterpret_cast<uint8_t*>(aligned);
   if (region_size_ >= kHugePage) madvise(region_, region_size_, MADV_HUGEPAGE);
-  dctx_ = ZSTD_createDCtx();
-  if (!dctx_) throw std::bad_alloc();
   // With one core, threads would only take turns with the reader, and their blocks would have
   // left the cache by the time the reader got to them: the reader takes each block itself, when it
   // needs it, and reads it while it is still in the cache. With more, blocks are checked and
   // decompressed by workers on the other cores (one worker is slower than the reader at zstd's
   // speed), each into its place in the region.
-  const unsigned workers = decompress_workers();
+  // A small stream neither: starting, waking and joining threads costs more than overlapping so
+  // little decompression with the read saves.
+  const unsigned workers = decompress_workers(scan.raw_bytes, kInline);
   if (workers == 0 || scan.blocks.empty()) return;
   slots_.resize(scan.blocks.size());
   uint64_t at = 0;
@@ -203,6 +205,10 @@ uint64_t BlockStream::wait_beyond(uint64_t at) {
   if (workers_.empty()) {  // the reader takes the blocks itself
     while (produced_ <= at && committed_ < scan_.blocks.size()) {
       Checked c;
+      if (!dctx_ && scan_.blocks[committed_].header.codec == BlockCodec::kZstd) {
+        dctx_ = ZSTD_createDCtx();  // made at the first compressed block: raw ones need none
+        if (!dctx_) throw std::bad_alloc();
+      }
       check_block(scan_.blocks[committed_], dctx_, region_ + produced_, c);
       commit(c, produced_);
     }

@@ -1,8 +1,8 @@
 // Format 3's blocks (block.h) as one stream of records. scan_blocks() walks the block headers of a
 // file (resynchronising past bytes that are no block); a BlockStream then checks and decompresses
 // the blocks those headers describe on a thread of its own, ahead of the reader (with one usable
-// core: the reader itself, a block at a time, as it gets to it), into one
-// anonymous mapping laid out contiguously in file order. The reader reads records there as it
+// core or a stream of at most 1 MiB: the reader itself, a block at a time, as it gets to it), into
+// one anonymous mapping laid out contiguously in file order. The reader reads records there as it
 // reads a 2.x file, and releases the pages behind it: the queued events point into the mapping, so
 // a block's bytes stay where they were written until the reader lets them go.
 #pragma once
@@ -100,6 +100,8 @@ class BlockStream {
   // Decompressed bytes held ahead of the reader: a block larger than this is still taken once
   // the reader has caught up.
   static constexpr uint64_t kAhead = 32ull << 20;
+  // Decompressed bytes up to which the reader takes the blocks itself, whatever the cores.
+  static constexpr uint64_t kInline = 1ull << 20;
 
  public:
   // The region's alignment, and the unit in which the reader gives its pages back.

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "findings/timeline.h"
+#include "gpumemshim/analyzer/analyze.h"
 #include "gpumemshim/analyzer/render.h"
 #include "gpumemshim/analyzer/units.h"
 #include "render/escape.h"
@@ -176,6 +177,19 @@ TEST(Timeline, NoEventsNoSamples) {
   EXPECT_EQ(an::timeline_json(tl)["samples"].size(), 0u);
 }
 
+// The last sample is at the End record's time exactly, also where that time in seconds times 1e9
+// rounds to 2^64 (a damaged or hostile trace).
+TEST(Timeline, EndsAtTheEndRecordNear2To64) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.alloc(0x1000, 100, 1);
+  t.at(UINT64_MAX - 1000).end();
+  an::Timeline tl = timeline_of(t, dir, 100);
+  ASSERT_FALSE(tl.samples.empty());
+  EXPECT_EQ(tl.samples.back().time_ns, UINT64_MAX - 1000);
+  EXPECT_EQ(tl.samples.back().live_bytes, 100u);
+}
+
 // The analysis's StackView handed to the timeline (as `report` does) gives what each would make
 // on its own; a view with shorter stacks than the timeline's is not used by it.
 TEST(Timeline, SharedStackViewGivesTheSameReport) {
@@ -265,6 +279,20 @@ TEST(ReportHtml, EscapesEverythingFromTheTrace) {
   EXPECT_NE(html.find("&lt;svg onload=alert(3)&gt;"), std::string::npos);
   EXPECT_NE(html.find("<h2>Advice</h2>"), std::string::npos);  // sections appear when present
   EXPECT_EQ(html.find("<h2>Growth</h2>"), std::string::npos);  // ... and only then
+}
+
+// Live bytes of nearly 2^64 (a damaged or hostile trace): the chart's top gridline, a
+// double that rounds to 2^64, is labelled with the largest byte count, not a wrapped-around one.
+TEST(ReportHtml, ChartOfNearly2To64LiveBytes) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.alloc(0x1000, UINT64_MAX, 1);
+  t.end();
+  an::AnalyzeOptions options;
+  options.jobs = 1;
+  options.timelines = true;
+  std::string html = an::report_html(an::analyze({t.write(dir.file("t.trace"))}, options));
+  EXPECT_NE(html.find("text-anchor=\"end\">16.00 EiB</text>"), std::string::npos);
 }
 
 TEST(Pickle, Protocol2Opcodes) {
