@@ -24,7 +24,7 @@ done
 export ASAN_OPTIONS=${ASAN_OPTIONS:-malloc_context_size=0}
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
-echo "compiler: $(clang++ --version | head -1)"
+echo "compiler: $( (clang++ --version 2>/dev/null || echo "none here: a prebuilt fuzzer") | head -1)"
 echo "command: bash bench/fuzz.sh --runs $runs --workers $workers ${rest[*]} (ASAN_OPTIONS=$ASAN_OPTIONS)"
 start=$(date +%s)
 status=0

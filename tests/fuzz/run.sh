@@ -6,7 +6,7 @@
 # caused them are kept in the artifacts directory).
 #
 #   tests/fuzz/run.sh [--runs N] [--time SECONDS] [--workers W] [--build-dir DIR]
-#                     [--artifacts DIR] [--keep-corpus DIR] [-- LIBFUZZER_FLAGS...]
+#                     [--artifacts DIR] [--keep-corpus DIR] [--prebuilt] [-- LIBFUZZER_FLAGS...]
 #
 #   --runs N        executions in all, shared out among the workers (default 20000)
 #   --time SECONDS  stop each worker after this long (default: no limit; with --runs, whichever
@@ -15,12 +15,14 @@
 #   --build-dir     the fuzz build tree (default build-fuzz, configured with the preset if absent)
 #   --artifacts     where crashing inputs go (default BUILD_DIR/fuzz/artifacts)
 #   --keep-corpus   copy the corpus the run grew there (default: it is deleted)
+#   --prebuilt      use BUILD_DIR/bin/trace_fuzzer and BUILD_DIR/fuzz/seeds as they are (a fuzzer
+#                   built on another machine, carried to one without clang)
 #
 # A crash reproduces with BUILD_DIR/bin/trace_fuzzer ARTIFACT (one execution, full report).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-runs=20000 seconds=0 workers=1 build_dir=build-fuzz artifacts="" keep_corpus=""
+runs=20000 seconds=0 workers=1 build_dir=build-fuzz artifacts="" keep_corpus="" prebuilt=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
@@ -29,6 +31,7 @@ while [ $# -gt 0 ]; do
     --build-dir) build_dir=$2; shift 2 ;;
     --artifacts) artifacts=$2; shift 2 ;;
     --keep-corpus) keep_corpus=$2; shift 2 ;;
+    --prebuilt) prebuilt=1; shift ;;
     --) shift; break ;;
     *) echo "run.sh: unknown argument $1 (see the comment at the top)" >&2; exit 2 ;;
   esac
@@ -37,14 +40,16 @@ extra=("$@")
 [ "$workers" -ge 1 ] || { echo "run.sh: --workers must be at least 1" >&2; exit 2; }
 artifacts=${artifacts:-$build_dir/fuzz/artifacts}
 
-if [ ! -f "$build_dir/CMakeCache.txt" ]; then
+if [ "$prebuilt" = 1 ]; then
+  :  # a fuzzer built elsewhere (a machine without clang): its binary and seeds as they are
+elif [ ! -f "$build_dir/CMakeCache.txt" ]; then
   if [ "$build_dir" = build-fuzz ]; then
     cmake --preset fuzz >/dev/null
   else
     cmake --preset fuzz -B "$build_dir" >/dev/null
   fi
 fi
-cmake --build "$build_dir" --target trace_fuzzer fuzz_seeds >/dev/null
+[ "$prebuilt" = 1 ] || cmake --build "$build_dir" --target trace_fuzzer fuzz_seeds >/dev/null
 fuzzer=$build_dir/bin/trace_fuzzer
 seeds=$build_dir/fuzz/seeds
 
