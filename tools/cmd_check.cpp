@@ -90,6 +90,9 @@ int run_check(const CheckOptions& o) {
   std::string alive = s.alive_at_trace_end_allocations
                           ? fmt::format(", {} bytes alive when the trace ended (not leaks)", s.alive_at_trace_end_bytes)
                           : "";
+  if (s.library_allocations)
+    alive +=
+        fmt::format(", {} bytes kept by libraries for themselves (not leaks)", s.library_bytes);
   text += fmt::format("gpumemshim: check passed: {} bytes leaked (limit {}), {} suppressed, "
                       "{} failed allocations, peak {} bytes{}\n",
                       s.leaked_bytes, o.max_leak_bytes, s.suppressed_bytes, s.failed_allocations, s.peak_bytes, alive);

@@ -4,15 +4,15 @@
 // (shim/api/torch_api.h), found with dlsym in the global scope: the bridge does not link the shim,
 // and without the shim it attaches nothing. It links torch's libc10/libc10_cuda, which a torch
 // process has already loaded. Nothing here may throw into Python.
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <dlfcn.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <mutex>
 #include <string>
-
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <torch/csrc/autograd/function.h>
 
 #include "shim/api/torch_api.h"
 #include "translate.h"
@@ -22,16 +22,47 @@ namespace {
 // The entry point's types come from its declarations, so a change of signature breaks this build.
 using TorchEventFn = decltype(&gpumemshim_torch_event);
 using TorchGradFnEventFn = decltype(&gpumemshim_torch_event_grad_fn);
+using TorchWalkEventFn = decltype(&gpumemshim_torch_event_walk);
+using AttributeFn = decltype(&gpumemshim_attribute);
 
 // The names looked up are spelled from the declarations (C linkage: the symbol is the name), so a
 // renamed entry point breaks this build too. sizeof keeps the name unevaluated: nothing links it.
 #define GPUMEMSHIM_NAME_OF(fn) (static_cast<void>(sizeof(&fn)), #fn)
 constexpr const char* kEventName = GPUMEMSHIM_NAME_OF(gpumemshim_torch_event);
 constexpr const char* kGradFnEventName = GPUMEMSHIM_NAME_OF(gpumemshim_torch_event_grad_fn);
+constexpr const char* kWalkEventName = GPUMEMSHIM_NAME_OF(gpumemshim_torch_event_walk);
+constexpr const char* kAttributeName = GPUMEMSHIM_NAME_OF(gpumemshim_attribute);
 #undef GPUMEMSHIM_NAME_OF
 
 std::atomic<TorchEventFn> g_event{nullptr};
 std::atomic<TorchGradFnEventFn> g_event_grad_fn{nullptr};  // null: an older shim
+std::atomic<TorchWalkEventFn> g_event_walk{nullptr};       // null: an older shim
+std::atomic<AttributeFn> g_attribute{nullptr};             // null: an older shim
+
+// The sizes of PyTorch's cuBLAS and cuBLASLt workspaces (at::cuda::getChosenWorkspaceSize,
+// getCUDABlasLtWorkspaceSize; 0 unknown). A block of one of these sizes gets its native stack
+// walked: if at::cuda's workspace getters made it, it is the library's for the process's life, and
+// only those frames can tell. Blocks of other sizes keep the cheap Python or grad_fn stack.
+std::atomic<uint64_t> g_workspace_sizes[2] = {0, 0};
+
+// at::cuda's size getters, found by their (C++) symbols in libtorch_cuda, so that a torch without
+// them still attaches. Each parses its environment variable once and caches the answer.
+void find_workspace_sizes() noexcept {
+  constexpr const char* kGetters[2] = {"_ZN2at4cuda22getChosenWorkspaceSizeEv",
+                                       "_ZN2at4cuda26getCUDABlasLtWorkspaceSizeEv"};
+  for (size_t i = 0; i < 2; ++i) {
+    try {
+      if (auto get = reinterpret_cast<size_t (*)()>(dlsym(RTLD_DEFAULT, kGetters[i])))
+        g_workspace_sizes[i].store(get(), std::memory_order_relaxed);
+    } catch (...) {
+    }
+  }
+}
+
+bool is_workspace_size(uint64_t size) noexcept {
+  return size != 0 && (size == g_workspace_sizes[0].load(std::memory_order_relaxed) ||
+                       size == g_workspace_sizes[1].load(std::memory_order_relaxed));
+}
 
 // The autograd Node this thread runs (autograd's device threads during backward), as its C++ type
 // name: a string in the binary, no allocation. Reading the thread-local current node copies a
@@ -81,6 +112,13 @@ void on_trace_entry(const TraceEntry& e) noexcept {
   std::optional<th::TorchEventArgs> a = th::translate(m);
   if (!a) return;
   if (e.action_ == TraceEntry::OOM) t_oom_recorded = true;
+  if (e.action_ == TraceEntry::ALLOC && is_workspace_size(a->size)) {
+    if (TorchWalkEventFn walk = g_event_walk.load(std::memory_order_relaxed)) {
+      walk(static_cast<int>(a->action), a->device, a->address, a->size, a->stream,
+           current_grad_fn());
+      return;
+    }
+  }
   if (e.action_ == TraceEntry::ALLOC) {
     TorchGradFnEventFn with_grad_fn = g_event_grad_fn.load(std::memory_order_relaxed);
     if (const char* grad_fn = with_grad_fn ? current_grad_fn() : nullptr) {
@@ -91,7 +129,20 @@ void on_trace_entry(const TraceEntry& e) noexcept {
   forward(fn, *a);
 }
 
-void on_oom(int64_t device, size_t allocated, size_t /*device_total*/, size_t device_free) noexcept {
+// The allocator tells its OOM observers what it may use: its memory-fraction cap when one is set,
+// else the device total. The analyzer judges the OOM against it (analyzer/findings/memory_limit.h).
+void record_allowed_bytes(int64_t device, size_t allowed) noexcept {
+  AttributeFn attribute = g_attribute.load(std::memory_order_relaxed);
+  if (!attribute) return;
+  char key[48], value[24];
+  std::snprintf(key, sizeof key, "torch.allowed_bytes.%lld", static_cast<long long>(device));
+  std::snprintf(value, sizeof value, "%llu", static_cast<unsigned long long>(allowed));
+  attribute(key, value);
+}
+
+// Called after the allocator has released its lock.
+void on_oom(int64_t device, size_t allocated, size_t allowed, size_t device_free) noexcept {
+  record_allowed_bytes(device, allowed);
   if (t_oom_recorded) {  // the trace tracker recorded this one
     t_oom_recorded = false;
     return;
@@ -131,6 +182,9 @@ extern "C" __attribute__((visibility("default"))) int gpumemshim_torch_attach(vo
     if (a->name() != "native") return 0;    // cudaMallocAsync or a pluggable allocator
     g_event_grad_fn.store(reinterpret_cast<TorchGradFnEventFn>(
         dlsym(RTLD_DEFAULT, kGradFnEventName)));
+    g_event_walk.store(reinterpret_cast<TorchWalkEventFn>(dlsym(RTLD_DEFAULT, kWalkEventName)));
+    g_attribute.store(reinterpret_cast<AttributeFn>(dlsym(RTLD_DEFAULT, kAttributeName)));
+    find_workspace_sizes();
     g_event.store(fn);
     a->attachAllocatorTraceTracker([](const TraceEntry& e) { on_trace_entry(e); });
     g_attached.store(true);  // a tracker can not be detached: never attach a second one

@@ -1,15 +1,16 @@
 #include "findings/advice.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <map>
+#include <string_view>
 #include <utility>
 
-#include <fmt/format.h>
-
-#include "report/analysis.h"
 #include "gpumemshim/analyzer/units.h"
+#include "report/analysis.h"
 
 namespace gpumemshim::analyzer {
 
@@ -40,6 +41,20 @@ uint64_t device_total(const ProcessReport& p) {
   for (const DeviceInfo& d : p.devices) total = std::max(total, d.total_bytes);
   for (const DeviceFragmentation& d : p.fragmentation) total = std::max(total, d.device_total);
   return total;
+}
+
+// What the process may use: its own cap when the trace knows one (memory_limit.h), else the
+// device's capacity; 0 when unknown.
+uint64_t capacity(const ProcessReport& p) {
+  uint64_t limit = 0;
+  for (const DeviceFragmentation& d : p.fragmentation)
+    if (d.limit_bytes) limit = limit ? std::min(limit, d.limit_bytes) : d.limit_bytes;
+  return limit ? limit : device_total(p);
+}
+
+bool capped(const ProcessReport& p) {
+  return std::any_of(p.fragmentation.begin(), p.fragmentation.end(),
+                     [](const DeviceFragmentation& d) { return d.limit_bytes != 0; });
 }
 
 std::string where(const std::vector<Frame>& stack) {
@@ -136,18 +151,45 @@ void advise_growth(const ProcessReport& p, std::vector<Advice>& out) {
   }
 }
 
-// Fragmentation: an OOM with enough free memory in total, or a large cache left at the end.
+// The first unsuppressed OOM of the allocator with this cause, or null.
+const OomFinding* first_oom(const DeviceFragmentation& d, std::string_view cause) {
+  for (const OomFinding& o : d.ooms)
+    if (!o.suppressed && o.torch && o.cause == cause) return &o;
+  return nullptr;
+}
+
+// An OOM at the process's own cap: the cap, not the device or the cache's layout, was the limit.
+void advise_memory_cap(const DeviceFragmentation& d, const OomFinding& oom,
+                       const std::string& finding, std::vector<Advice>& out) {
+  const std::string fraction =
+      oom.memory_fraction > 0 ? fmt::format("{:.3g}", oom.memory_fraction) : std::string("...");
+  out.push_back(
+      {"raise-memory-fraction", "Raise the process's memory cap, or need less under it",
+       fmt::format("The caching allocator stopped at this process's own cap "
+                   "(torch.cuda.set_per_process_memory_fraction({})), not at the device's "
+                   "capacity{}: raise the fraction if the device can spare it, or make the "
+                   "process need less at once (smaller batches, gradient checkpointing). "
+                   "Allocator settings (expandable_segments, max_split_size_mb) do not help: "
+                   "the cache had no room to rearrange.",
+                   fraction,
+                   oom.has_device_free
+                       ? fmt::format(" (the device had {} free)", human_bytes(oom.device_free))
+                       : std::string()),
+       finding,
+       fmt::format("OOM at {:.3f} s on device {}: {}", static_cast<double>(oom.time_ns) / 1e9,
+                   d.device, oom.verdict)});
+}
+
+// Fragmentation: an OOM that the cache's free bytes would have held but no free block could (the
+// measured cause, not merely free memory somewhere), an OOM at the process's own cap, or a large
+// cache left at the end.
 void advise_fragmentation(const ProcessReport& p, const std::string& pid, std::vector<Advice>& out) {
   for (const DeviceFragmentation& d : p.fragmentation) {
     if (!d.torch) continue;
     const std::string finding = fmt::format("fragmentation:{}:{}", pid, d.device);
-    const OomFinding* oom = nullptr;
-    for (const OomFinding& o : d.ooms)
-      if (!o.suppressed && o.enough_total_free && o.torch) {
-        oom = &o;
-        break;
-      }
-    if (oom) {
+    if (const OomFinding* capped_oom = first_oom(d, "memory_limit"))
+      advise_memory_cap(d, *capped_oom, finding, out);
+    if (const OomFinding* oom = first_oom(d, "fragmentation")) {
       std::string evidence = fmt::format(
           "OOM at {:.3f} s asking {} ({} bytes) while {} was reserved and {} allocated: {} free in "
           "the cache, largest free block {}; {} inactive split blocks ({})",
@@ -214,9 +256,9 @@ void advise_optimizer_peak(const ProcessReport& p, const std::string& pid, std::
                                static_cast<double>(after->time_ns) / 1e9)});
 }
 
-// A peak close to the device's capacity (or an OOM that no defragmenting would have avoided).
+// A peak close to what the process may use (or an OOM that no defragmenting would have avoided).
 void advise_near_capacity(const ProcessReport& p, const std::string& pid, std::vector<Advice>& out) {
-  const uint64_t total = device_total(p);
+  const uint64_t total = capacity(p);
   bool hard_oom = false;
   for (const DeviceFragmentation& d : p.fragmentation)
     for (const OomFinding& o : d.ooms) hard_oom |= !o.suppressed && !o.enough_total_free;
@@ -224,9 +266,11 @@ void advise_near_capacity(const ProcessReport& p, const std::string& pid, std::v
   const bool near = total && static_cast<double>(peak) >= kNearTotal * static_cast<double>(total);
   if (!near && !hard_oom) return;
   const std::string finding = "peak:" + pid;
-  std::string evidence = total ? fmt::format("peak {} of {} on the device ({:.0f}%)", human_bytes(peak),
-                                             human_bytes(total), pct(peak, total))
-                               : fmt::format("peak {}", human_bytes(peak));
+  std::string evidence =
+      total ? fmt::format("peak {} of {} {} ({:.0f}%)", human_bytes(peak), human_bytes(total),
+                          capped(p) ? "under the process's memory cap" : "on the device",
+                          pct(peak, total))
+            : fmt::format("peak {}", human_bytes(peak));
   if (hard_oom) evidence += "; an OOM happened without enough free memory in total";
   if (p.summary.steps > 0)
     out.push_back({"gradient-accumulation", "Use smaller batches and accumulate gradients",

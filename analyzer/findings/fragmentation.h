@@ -1,6 +1,7 @@
 // Fragmentation: the caching allocator's reserved vs allocated bytes per device,
-// free space inside its segments, memory outside any tracked allocator (cudaMemGetInfo), and OOMs
-// that happened while enough memory was free in total.
+// free space inside its segments, memory outside any tracked allocator (cudaMemGetInfo), and each
+// OOM judged by what stopped it: fragmentation (the cache's free bytes would have held it, no block
+// could), the process's own memory cap (memory_limit.h), or a full device.
 #pragma once
 #include <vector>
 

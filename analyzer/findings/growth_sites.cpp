@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "findings/leaks.h"
+#include "findings/memory_limit.h"
 #include "report/analysis.h"
 #include "report/stack_view.h"
 
@@ -20,6 +21,13 @@ uint64_t device_total(const LoadedTrace& trace, int32_t device) {
   if (device >= 0 && static_cast<size_t>(device) < tracks.size() && tracks[static_cast<size_t>(device)].has_meminfo)
     return tracks[static_cast<size_t>(device)].meminfo_total;
   return 0;
+}
+
+// What the process may use on the device: its own cap when one is known, else the device total.
+uint64_t capacity(const LoadedTrace& trace, int32_t device) {
+  const uint64_t total = device_total(trace, device);
+  const MemoryLimit limit = memory_limit(trace.attributes, device, total);
+  return limit.known() ? limit.bytes : total;
 }
 
 // The raw sites whose series (SiteSampler::series) are not constant, from one pass over the
@@ -161,8 +169,8 @@ Growth growth_of(const LoadedTrace& trace, const std::string& stack_key, GrowthS
   g.pid = trace.process.pid;
   g.rank = trace.process.rank;
   g.stack = std::move(s.stack);
-  // The device fills up when the process's peak plus this growth reaches its total.
-  uint64_t total = device_total(trace, s.device < 0 ? 0 : s.device);
+  // The process runs out when its peak plus this growth reaches what it may use.
+  uint64_t total = capacity(trace, s.device < 0 ? 0 : s.device);
   uint64_t peak = trace.replay.summary().peak_bytes;
   if (total > peak && is_device_memory_kind(g.memory)) {
     g.has_projection = true;

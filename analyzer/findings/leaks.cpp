@@ -1,11 +1,13 @@
 #include "findings/leaks.h"
 
-#include <algorithm>
-#include <map>
-#include <tuple>
-
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include "findings/library_owned.h"
 #include "report/analysis.h"
 #include "report/stack_view.h"
 
@@ -31,13 +33,14 @@ bool by_bytes_desc(const SiteGroup& a, const SiteGroup& b) {
 
 // Why a survivor is alive at the end, before the site-level verdict.
 enum class Origin : uint8_t {
-  kCached,     // a caching allocator's segment (torch events in the trace)
-  kRegion,     // allocated inside an expect_no_leak region that was closed
-  kOpenRegion, // allocated inside one never closed (it ends with the trace)
-  kNoSteps,    // the trace has no step markers
-  kBeforeStep, // allocated before the first step marker
-  kAfterStep,  // allocated after it: a leak only when the site accumulates survivors
-  kAddress,    // address space (mappings, reservations)
+  kCached,      // a caching allocator's segment (torch events in the trace)
+  kRegion,      // allocated inside an expect_no_leak region that was closed
+  kOpenRegion,  // allocated inside one never closed (it ends with the trace)
+  kNoSteps,     // the trace has no step markers
+  kBeforeStep,  // allocated before the first step marker
+  kAfterStep,   // allocated after it: a leak only when the site accumulates survivors
+  kAddress,     // address space (mappings, reservations)
+  kLibrary,     // made by a library for itself (a handle, a workspace): library_owned.h
 };
 
 // Survivors from this many different steps make a site "accumulating": one or two steps' worth
@@ -65,15 +68,13 @@ struct Survivors {
   }
 };
 
-// A communication library's own buffers (NCCL's communicators, channels and proxy buffers, which
-// it maps with cuMem* or allocates itself): made by its code, released by ncclCommDestroy /
-// destroy_process_group, not by the user's script. Returns the library's name, or "".
-std::string_view owning_library(const std::vector<Frame>& frames) {
-  for (const Frame& f : frames) {
-    std::string_view m = f.module;
-    size_t slash = m.rfind('/');
-    if (slash != std::string_view::npos) m = m.substr(slash + 1);
-    if (m.starts_with("libnccl")) return "nccl";
+// Where the script asked for library memory: its innermost line (a Python line, else a native
+// frame with a source line) outside CUDA, PyTorch and the libraries; "" when the stack has none.
+std::string user_line(const std::vector<Frame>& stack) {
+  for (const Frame& f : stack) {
+    if (f.python) return f.file.empty() ? f.function : fmt::format("{}:{}", f.file, f.line);
+    if (f.module == "grad_fn" || is_framework_frame(f) || is_library_frame(f)) continue;
+    if (!f.file.empty() && f.line) return fmt::format("{}:{}", f.file, f.line);
   }
   return {};
 }
@@ -130,7 +131,14 @@ struct Merged {
   SiteGroup group;
   Survivors survivors;
   Origin origin;
+  std::optional<LibraryOwner> library;
 };
+
+// Memory a library made for itself is the library's, whatever else would have judged it (steps,
+// a region): only a caching allocator's segments and address space keep their own kinds.
+bool library_can_own(Origin origin) {
+  return origin != Origin::kCached && origin != Origin::kAddress;
+}
 using MergedKey = std::tuple<std::string, uint8_t, uint8_t, bool, Origin, std::string>;
 
 // Raw sites merged by symbolized stack: different raw stacks can symbolize alike once the shim's
@@ -139,7 +147,15 @@ std::map<MergedKey, Merged> merge_by_stack(const std::map<RawKey, Survivors>& ra
                                            StackView& stacks, uint64_t pid) {
   std::map<MergedKey, Merged> merged;
   for (const auto& [key, r] : raw) {
-    const auto& [stack_id, api_v, kind_v, torch_block, origin, region, created] = key;
+    const auto& [stack_id, api_v, kind_v, torch_block, raw_origin, raw_region, created] = key;
+    std::optional<LibraryOwner> library;
+    if (raw_origin != Origin::kCached) library = stacks.library_owner(stack_id);
+    Origin origin = raw_origin;
+    std::string region = raw_region;
+    if (library && library_can_own(origin)) {
+      origin = Origin::kLibrary;
+      region.clear();
+    }
     const std::vector<Frame>& frames = stacks.frames(stack_id);
     const std::string& skey = stacks.stable_key(stack_id);
     auto [it, inserted] = merged.try_emplace({skey, api_v, kind_v, torch_block, origin, region});
@@ -153,8 +169,12 @@ std::map<MergedKey, Merged> merge_by_stack(const std::map<RawKey, Survivors>& ra
       g.pid = pid;
       g.stack = frames;
       g.region = region;
-      g.owner = std::string(owning_library(frames));
+      if (library) {
+        g.owner = std::string(library->id);
+        g.owner_call = library->call;
+      }
       m.origin = origin;
+      m.library = library;
     }
     // Of several creating sites behind one mapping site, the first in raw order is named.
     if (created && m.group.created_stack.empty()) m.group.created_stack = stacks.frames(created);
@@ -179,6 +199,7 @@ Verdict verdict_at_exit(const SiteGroup& g, Origin origin, const Survivors& s) {
                                   g.region)};
     case Origin::kNoSteps: return {"leak", "alive at exit in a trace without step markers"};
     case Origin::kBeforeStep: return {"retained", "allocated before the first step and alive at exit"};
+    case Origin::kLibrary:  // judge() words it: it knows the library
     case Origin::kAfterStep: break;
   }
   if (s.steps.size() >= kAccumulatingSteps)
@@ -199,7 +220,9 @@ Verdict verdict_at_trace_end(const SiteGroup& g, Origin origin, const Survivors&
     case Origin::kAddress:
       return {"unreleased", fmt::format("address space still mapped or reserved when the trace ended ({})", kWhy)};
     case Origin::kCached:
-    case Origin::kRegion: return verdict_at_exit(g, origin, s);
+    case Origin::kRegion:
+    case Origin::kLibrary:
+      return verdict_at_exit(g, origin, s);
     case Origin::kOpenRegion:
       return {"alive", fmt::format("alive when the trace ended, inside expect_no_leak region '{}' "
                                    "that never closed ({})", g.region, kWhy)};
@@ -215,18 +238,22 @@ Verdict verdict_at_trace_end(const SiteGroup& g, Origin origin, const Survivors&
   return {"alive", fmt::format("alive when the trace ended ({}): not known to leak", kWhy)};
 }
 
-// The verdict, except that a library's own buffers are never the script's leak.
-void judge(SiteGroup& g, Origin origin, const Survivors& s, bool ended) {
+// The verdict; memory a library made for itself is "library", named by the library, what it is,
+// the call that made it and the script's line that caused it.
+void judge(SiteGroup& g, Origin origin, const Survivors& s, bool ended,
+           const std::optional<LibraryOwner>& library) {
+  if (origin == Origin::kLibrary && library) {
+    const std::string line = user_line(g.stack);
+    g.kind = "library";
+    g.reason = fmt::format(
+        "{}'s {}, made by {}{}: kept by the library for the life of the process, "
+        "not the script's leak",
+        library->library, library->what, library->call, line.empty() ? "" : " for " + line);
+    return;
+  }
   Verdict v = ended ? verdict_at_exit(g, origin, s) : verdict_at_trace_end(g, origin, s);
   g.kind = v.kind;
   g.reason = std::move(v.reason);
-  if (!g.owner.empty() && (origin == Origin::kNoSteps || origin == Origin::kBeforeStep ||
-                           origin == Origin::kAfterStep)) {
-    g.kind = "retained";
-    g.reason = fmt::format("{}'s own buffers (made by its code, released by ncclCommDestroy / "
-                           "destroy_process_group): not the script's leak",
-                           g.owner == "nccl" ? "NCCL" : g.owner);
-  }
 }
 
 }  // namespace
@@ -245,7 +272,7 @@ void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<Si
     g.count = s.count;
     g.device = s.mixed_devices ? -1 : s.device;
     g.first_time_ns = s.first_time;
-    judge(g, m.origin, s, trace.integrity.ended);
+    judge(g, m.origin, s, trace.integrity.ended, m.library);
     if (m.origin == Origin::kAddress) address_space.push_back(std::move(g));
     else leaks.push_back(std::move(g));
   }

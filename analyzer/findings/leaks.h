@@ -1,6 +1,6 @@
 // Findings on the survivors of one process: every allocation alive at the end is a
-// "leak", "cached" or "retained" entry, grouped by call site, each with the reason for its kind;
-// unreleased address space is listed apart.
+// "leak", "cached", "retained", "library" or "alive" entry, grouped by call site, each with the
+// reason for its kind; unreleased address space is listed apart.
 #pragma once
 #include <string>
 #include <vector>
@@ -14,7 +14,8 @@ struct SiteGroup;
 class StackView;
 
 // Every survivor of the trace's replay in a group of its call site: memory in `leaks` (kinds
-// "leak", "cached", "retained"), address space in `address_space`, each bytes descending.
+// "leak", "cached", "retained", "library", "alive"), address space in `address_space`, each bytes
+// descending.
 void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<SiteGroup>& leaks,
                      std::vector<SiteGroup>& address_space);
 

@@ -26,10 +26,12 @@ Finding leak_finding(const SiteGroup& g, const FailPolicy& policy) {
   mark_suppressed(f, g);
   std::string where = site_label(f.stack);
   std::string api = api_label(g.torch_block, g.api);
-  const char* what = f.rule == "leak"    ? "leaked"
-                     : f.rule == "cached" ? "held by a cache"
-                     : f.rule == "alive"  ? "alive when the trace ended (not a leak: the process did not exit)"
-                                          : "alive at exit";
+  const char* what = f.rule == "leak"      ? "leaked"
+                     : f.rule == "cached"  ? "held by a cache"
+                     : f.rule == "library" ? "kept by a library for itself (not a leak)"
+                     : f.rule == "alive"
+                         ? "alive when the trace ended (not a leak: the process did not exit)"
+                         : "alive at exit";
   f.title = fmt::format("{}: {} in {} at {}", f.rule, human_bytes(f.bytes), plural(g.count, "allocation"), where);
   f.message = fmt::format("{} bytes ({}) {} in {} by {} at {}.", f.bytes, human_bytes(f.bytes), what,
                           plural(g.count, "allocation"), api.empty() ? "an allocation" : api, where);
@@ -63,20 +65,24 @@ Finding growth_finding(const Growth& g, const FailPolicy& policy) {
   return f;
 }
 
-// An OOM on a device whose total free memory would have held the request: fragmentation.
+// An OOM that the cache's free bytes would have held, had one block been large enough.
 Finding fragmentation_finding(const DeviceFragmentation& d, const OomFinding& o) {
   Finding f;
   f.rule = "fragmentation";
   f.id = fmt::format("{}:{}", d.pid, d.device);
   f.bytes = o.requested;
-  f.title = fmt::format("fragmentation: OOM for {} with enough total free memory on device {}",
-                        human_bytes(f.bytes), d.device);
+  f.title =
+      fmt::format("fragmentation: OOM for {} with enough free memory in the cache on device {}",
+                  human_bytes(f.bytes), d.device);
   f.message = fmt::format(
-      "Process {} ran out of memory on device {} at {:.3f} s asking for {} bytes ({}) while {} bytes "
-      "were free on the device; the largest free block was {} bytes; reserved {} bytes, allocated {} bytes.",
+      "Process {} ran out of memory on device {} at {:.3f} s asking for {} bytes ({}) while {} "
+      "bytes "
+      "were free on the device; the largest free block was {} bytes; reserved {} bytes, allocated "
+      "{} bytes: "
+      "{}.",
       d.pid, d.device, static_cast<double>(o.time_ns) / 1e9, f.bytes, human_bytes(f.bytes),
-      o.has_device_free ? o.device_free : 0, o.torch ? o.largest_free_block : 0, o.torch ? o.reserved : 0,
-      o.torch ? o.allocated : 0);
+      o.has_device_free ? o.device_free : 0, o.torch ? o.largest_free_block : 0,
+      o.torch ? o.reserved : 0, o.torch ? o.allocated : 0, o.verdict);
   return f;
 }
 
@@ -114,7 +120,9 @@ void attach_advice(const Report& report, std::vector<Finding>& findings) {
       text += fmt::format(" (evidence: {})", a.evidence);
       for (Finding& f : findings) {
         std::string rule =
-            f.rule == "cached" || f.rule == "retained" || f.rule == "alive" ? std::string("leak") : f.rule;
+            f.rule == "cached" || f.rule == "retained" || f.rule == "alive" || f.rule == "library"
+                ? std::string("leak")
+                : f.rule;
         if (a.finding == rule + ":" + f.id || a.finding == f.rule + ":" + f.id) f.advice.push_back(text);
       }
     }
@@ -129,7 +137,7 @@ std::vector<Finding> ci_findings(const Report& report, const FailPolicy& policy)
   for (const ProcessReport& p : report.processes)
     for (const DeviceFragmentation& d : p.fragmentation)
       for (const OomFinding& o : d.ooms)
-        if (o.enough_total_free) out.push_back(fragmentation_finding(d, o));
+        if (o.cause == "fragmentation") out.push_back(fragmentation_finding(d, o));
   size_t index = 0;
   for (const ProcessReport& p : report.processes)
     for (const Failure& fl : p.failures) out.push_back(failure_finding(fl, index++));

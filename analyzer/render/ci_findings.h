@@ -12,8 +12,8 @@
 namespace gpumemshim::analyzer {
 
 struct Finding {
-  std::string rule;     // "leak", "cached", "retained", "alive", "growth", "fragmentation", "oom",
-                        // "unreleased"
+  std::string rule;     // "leak", "cached", "retained", "library", "alive", "growth",
+                        // "fragmentation", "oom", "unreleased"
   std::string id;       // site id, or "<pid>:<device>" / "<pid>:<n>" where there is no site
   std::string title;    // one line: "leak: 4.00 MiB in 2 allocations at app.cpp:12"
   std::string message;  // sentences with the numbers (bytes) and the reason

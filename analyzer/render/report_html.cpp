@@ -140,6 +140,10 @@ std::string process_section(const ProcessReport& p) {
   out += bytes_cell(s.peak_bytes) + bytes_cell(s.leaked_bytes);
   out += fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr></table>\n",
                      s.allocations, s.frees, s.failed_allocations, s.steps);
+  if (s.library_allocations)
+    out += fmt::format(
+        "<p class=\"muted\">library memory (handles, workspaces; not leaks): {} in {}</p>\n",
+        esc(human_bytes(s.library_bytes)), esc(plural(s.library_allocations, "allocation")));
   if (p.timeline) out += timeline_section(*p.timeline);
   return out;
 }
@@ -176,9 +180,8 @@ std::string growth_section(const std::vector<const Growth*>& growth) {
 std::string oom_text(const std::vector<OomFinding>& ooms) {
   std::string out;
   for (const OomFinding& o : ooms)
-    out += fmt::format("{}{} asked at {:.3f} s, {} free in total{}", out.empty() ? "" : "; ",
-                       human_bytes(o.requested), seconds(o.time_ns), human_bytes(o.has_device_free ? o.device_free : 0),
-                       o.enough_total_free ? " (enough: fragmentation)" : "");
+    out += fmt::format("{}{} asked at {:.3f} s: {}", out.empty() ? "" : "; ",
+                       human_bytes(o.requested), seconds(o.time_ns), o.verdict);
   return out.empty() ? kDash : out;
 }
 

@@ -63,17 +63,20 @@ json summary_json(const Summary& s) {
           {"alive_at_trace_end_bytes", s.alive_at_trace_end_bytes},
           {"alive_at_trace_end_allocations", s.alive_at_trace_end_allocations},
           {"cached_bytes", s.cached_bytes},
+          {"library_bytes", s.library_bytes},
+          {"library_allocations", s.library_allocations},
           {"markers", s.markers},
           {"steps", s.steps},
           {"ranges", s.ranges},
           {"by_kind", by_kind_json(s.by_kind)},
-          {"torch", {{"allocs", s.torch.allocs},
-                     {"frees", s.torch.frees},
-                     {"segment_allocs", s.torch.segment_allocs},
-                     {"segment_frees", s.torch.segment_frees},
-                     {"ooms", s.torch.ooms},
-                     {"live_blocks", s.torch.live_blocks},
-                     {"live_block_bytes", s.torch.live_block_bytes}}}};
+          {"torch",
+           {{"allocs", s.torch.allocs},
+            {"frees", s.torch.frees},
+            {"segment_allocs", s.torch.segment_allocs},
+            {"segment_frees", s.torch.segment_frees},
+            {"ooms", s.torch.ooms},
+            {"live_blocks", s.torch.live_blocks},
+            {"live_block_bytes", s.torch.live_block_bytes}}}};
 }
 
 json group_json(const SiteGroup& g) {
@@ -91,6 +94,7 @@ json group_json(const SiteGroup& g) {
             {"stack", frames_to_json(g.stack)}};
   if (!g.region.empty()) o["region"] = g.region;
   if (!g.owner.empty()) o["owner"] = g.owner;
+  if (!g.owner_call.empty()) o["owner_call"] = g.owner_call;
   if (!g.created_stack.empty()) o["created_stack"] = frames_to_json(g.created_stack);
   mark_suppressed(o, g);
   return o;
@@ -136,6 +140,10 @@ json fragmentation_json(const DeviceFragmentation& d) {
               {"device_free_bytes", o.has_device_free ? json(o.device_free) : json()},
               {"largest_free_block_bytes", o.torch ? json(o.largest_free_block) : json()},
               {"enough_total_free", o.enough_total_free},
+              {"cause", o.cause},
+              {"verdict", o.verdict},
+              {"limit_bytes", o.limit_bytes ? json(o.limit_bytes) : json()},
+              {"memory_fraction", o.memory_fraction > 0 ? json(o.memory_fraction) : json()},
               {"source", o.torch ? "torch" : "runtime"},
               {"stack", frames_to_json(o.stack)}};
     mark_suppressed(e, o);
@@ -156,6 +164,8 @@ json fragmentation_json(const DeviceFragmentation& d) {
           {"inactive_split_bytes", torch_only(d.inactive_split_bytes)},
           {"largest_free_block_bytes", torch_only(d.largest_free_block)},
           {"untracked_bytes", d.has_untracked ? json(d.untracked) : json()},
+          {"limit_bytes", d.limit_bytes ? json(d.limit_bytes) : json()},
+          {"memory_fraction", d.memory_fraction > 0 ? json(d.memory_fraction) : json()},
           {"ooms", std::move(ooms)}};
 }
 

@@ -23,20 +23,29 @@ struct Rule {
 };
 
 // Every finding kind has a rule, used or not, so rule indices stay stable.
-constexpr std::array<Rule, 8> kRules{{
+constexpr std::array<Rule, 9> kRules{{
     {"leak", "GpuMemoryLeak",
-     "GPU memory alive at exit that no cache holds and that was not made before the first step: a leak."},
-    {"cached", "CachedGpuMemory", "GPU memory held by a caching allocator's cache at exit: not a leak."},
+     "GPU memory alive at exit that no cache holds and that was not made before the first step: a "
+     "leak."},
+    {"cached", "CachedGpuMemory",
+     "GPU memory held by a caching allocator's cache at exit: not a leak."},
     {"retained", "RetainedGpuMemory",
-     "GPU memory allocated before the first step and alive at exit (weights, optimizer state): not a leak."},
+     "GPU memory allocated before the first step and alive at exit (weights, optimizer state): not "
+     "a leak."},
     {"growth", "GpuMemoryGrowth", "Live GPU memory at a call site grows step over step."},
     {"fragmentation", "GpuMemoryFragmentation",
      "An allocation ran out of memory while the device had enough free memory in total."},
     {"oom", "GpuAllocationFailed", "A GPU memory allocation failed."},
-    {"unreleased", "UnreleasedAddressSpace", "A virtual address reservation or mapping was never released."},
+    {"unreleased", "UnreleasedAddressSpace",
+     "A virtual address reservation or mapping was never released."},
     {"alive", "GpuMemoryAliveAtTraceEnd",
-     "GPU memory alive when a trace without an End record stopped (the process was killed or crashed): "
+     "GPU memory alive when a trace without an End record stopped (the process was killed or "
+     "crashed): "
      "not known to leak."},
+    {"library", "LibraryGpuMemory",
+     "GPU memory a library made for itself (a cuBLAS or cuDNN handle, PyTorch's cuBLAS workspace, "
+     "NCCL's "
+     "communicator buffers) and keeps for the life of the process: not a leak."},
 }};
 
 size_t rule_index(const std::string& kind) {
@@ -47,7 +56,8 @@ size_t rule_index(const std::string& kind) {
 
 std::string level(const Finding& f) {
   if (f.fails) return "error";
-  if (f.suppressed || f.rule == "cached" || f.rule == "retained" || f.rule == "unreleased" || f.rule == "alive")
+  if (f.suppressed || f.rule == "cached" || f.rule == "retained" || f.rule == "unreleased" ||
+      f.rule == "alive" || f.rule == "library")
     return "note";
   return "warning";
 }

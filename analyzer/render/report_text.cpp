@@ -61,16 +61,21 @@ void fragmentation_text(std::string& out, const DeviceFragmentation& d) {
   else
     out += " no caching-allocator events";
   if (d.has_untracked) out += fmt::format(", untracked (cudaMemGetInfo) {}", bytes_str(d.untracked));
+  if (d.limit_bytes)
+    out += d.memory_fraction > 0 ? fmt::format(", capped at {} (memory fraction {:.3g})",
+                                               bytes_str(d.limit_bytes), d.memory_fraction)
+                                 : fmt::format(", capped at {}", bytes_str(d.limit_bytes));
   out += "\n";
   for (const OomFinding& o : d.ooms) {
-    out += fmt::format("  OOM at {:.6f} s asking {}{}{}: {}{}\n", static_cast<double>(o.time_ns) / 1e9,
-                       bytes_str(o.requested),
-                       o.torch ? fmt::format(", reserved {}, allocated {}, largest free block {}", bytes_str(o.reserved),
-                                             bytes_str(o.allocated), bytes_str(o.largest_free_block))
-                               : "",
-                       o.has_device_free ? fmt::format(", device free {}", bytes_str(o.device_free)) : "",
-                       o.enough_total_free ? "enough free memory in total (fragmentation)" : "not enough free memory",
-                       o.suppressed ? fmt::format(" (suppressed by '{}')", o.suppressed_by) : "");
+    out += fmt::format(
+        "  OOM at {:.6f} s asking {}{}{}: {}{}\n", static_cast<double>(o.time_ns) / 1e9,
+        bytes_str(o.requested),
+        o.torch ? fmt::format(", reserved {}, allocated {}, largest free block {}",
+                              bytes_str(o.reserved), bytes_str(o.allocated),
+                              bytes_str(o.largest_free_block))
+                : "",
+        o.has_device_free ? fmt::format(", device free {}", bytes_str(o.device_free)) : "",
+        o.verdict, o.suppressed ? fmt::format(" (suppressed by '{}')", o.suppressed_by) : "");
   }
   out += "\n";
 }
@@ -98,6 +103,9 @@ void summary_text(std::string& out, const Summary& s, const char* indent) {
   out += fmt::format("{}unmatched frees:    {}\n", indent, s.unmatched_frees);
   if (s.retained_bytes) out += fmt::format("{}retained:           {}\n", indent, bytes_str(s.retained_bytes));
   if (s.cached_bytes) out += fmt::format("{}cached:             {}\n", indent, bytes_str(s.cached_bytes));
+  if (s.library_allocations)
+    out += fmt::format("{}library (not leaks): {} in {}\n", indent, bytes_str(s.library_bytes),
+                       plural(s.library_allocations, "allocation"));
   if (s.alive_at_trace_end_allocations)
     out += fmt::format("{}alive when the trace ended (not leaks): {} in {}\n", indent,
                        bytes_str(s.alive_at_trace_end_bytes), plural(s.alive_at_trace_end_allocations, "allocation"));
@@ -207,8 +215,9 @@ std::string report_text(const Report& report) {
                        p.summary.ranges);
     out += "\n";
     for (const SiteGroup& g : p.leaks) {
-      std::string label = g.kind == "cached" ? "CACHED (allocator segment)"
+      std::string label = g.kind == "cached"     ? "CACHED (allocator segment)"
                           : g.kind == "retained" ? "RETAINED"
+                          : g.kind == "library"  ? "LIBRARY"
                           : g.kind == "alive"    ? "ALIVE WHEN THE TRACE ENDED"
                                                  : "LEAK";
       if (g.suppressed) label = "SUPPRESSED " + label;

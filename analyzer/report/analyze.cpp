@@ -38,6 +38,8 @@ void add(Summary& total, const Summary& s) {
   total.alive_at_trace_end_bytes += s.alive_at_trace_end_bytes;
   total.alive_at_trace_end_allocations += s.alive_at_trace_end_allocations;
   total.cached_bytes += s.cached_bytes;
+  total.library_bytes += s.library_bytes;
+  total.library_allocations += s.library_allocations;
   total.markers += s.markers;
   total.steps += s.steps;
   total.ranges += s.ranges;
@@ -124,6 +126,11 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   for (SiteGroup& g : p.leaks) {
     if (g.kind == "cached") {
       p.summary.cached_bytes += g.bytes;
+      continue;
+    }
+    if (g.kind == "library") {  // never a leak: nothing to suppress
+      p.summary.library_bytes += g.bytes;
+      p.summary.library_allocations += g.count;
       continue;
     }
     // What was alive when an unended trace stopped is silenced by the leak: entries that would

@@ -222,15 +222,17 @@ static Frame label_frame(const std::string& label) {
   return grad_fn_frame(colon == std::string::npos ? name : name.substr(colon + 2));
 }
 
-// An autograd-thread event inside a backward pass: the grad_fn it ran (named by the bridge, or
-// found among its native frames), else its innermost frame outside PyTorch; then the backward()
-// caller's stack.
+// An autograd-thread event inside a backward pass: the library that made it (its own frames,
+// when it is library-owned), then the grad_fn it ran (named by the bridge, or found among its
+// native frames), else its innermost frame outside PyTorch; then the backward() caller's stack.
 std::vector<Frame> StackView::attributed_frames(uint64_t own_id, uint64_t caller_id) {
   std::vector<Frame> out;
   if (trace_.stack_labels.count(own_id)) {
     out = frames(own_id);
   } else {
-    for (const Frame& f : raw_frames(own_id)) {
+    const std::vector<Frame> raw = raw_frames(own_id);
+    out = owner_frames(own_id, raw);
+    for (const Frame& f : raw) {
       if (std::string_view name = grad_fn_name(f); !name.empty()) {
         out.push_back(grad_fn_frame(std::string(name)));
         break;
@@ -250,6 +252,28 @@ std::vector<Frame> StackView::attributed_frames(uint64_t own_id, uint64_t caller
   return out;
 }
 
+// A stack named by a label (a grad_fn): the label, after the frames of the library that made the
+// allocation when the shim also walked its native stack.
+std::vector<Frame> StackView::labeled_frames(uint64_t stack_id, const std::string& label) {
+  std::vector<Frame> out = owner_frames(stack_id, raw_frames(stack_id));
+  out.push_back(label_frame(label));
+  if (out.size() > max_frames_) out.resize(max_frames_);
+  return out;
+}
+
+std::vector<Frame> StackView::owner_frames(uint64_t own_id, const std::vector<Frame>& raw) {
+  const std::optional<LibraryOwner>& owner = library_owner(own_id);
+  return owner ? library_frames(raw, *owner) : std::vector<Frame>{};
+}
+
+const std::optional<LibraryOwner>& StackView::library_owner(uint64_t stack_id) {
+  if (auto known = owners_.find(stack_id); known != owners_.end()) return known->second;
+  uint64_t own = stack_id;
+  if (auto a = trace_.attributed_stacks.find(stack_id); a != trace_.attributed_stacks.end())
+    own = a->second.first;
+  return owners_.emplace(stack_id, analyzer::library_owner(raw_frames(own))).first->second;
+}
+
 // Symbolized native (and Python) frames, before any frame is dropped.
 std::vector<Frame> StackView::raw_frames(uint64_t stack_id) {
   std::vector<Frame> out;
@@ -267,8 +291,10 @@ const std::vector<Frame>& StackView::frames(uint64_t stack_id) {
     std::vector<Frame> composed = attributed_frames(a->second.first, a->second.second);
     return cache_[stack_id] = std::move(composed);
   }
-  if (auto l = trace_.stack_labels.find(stack_id); l != trace_.stack_labels.end())
-    return cache_[stack_id] = std::vector<Frame>{label_frame(l->second)};
+  if (auto l = trace_.stack_labels.find(stack_id); l != trace_.stack_labels.end()) {
+    std::vector<Frame> labeled = labeled_frames(stack_id, l->second);
+    return cache_[stack_id] = std::move(labeled);
+  }
   std::vector<Frame>& out = cache_[stack_id];
   auto it = trace_.stacks.find(stack_id);
   if (stack_id == 0 || it == trace_.stacks.end()) return out;

@@ -2,10 +2,12 @@
 // kept, capped. One instance per process (its module map).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "findings/library_owned.h"
 #include "replay/load.h"
 #include "replay/model.h"
 #include "symbolize/symbolizer.h"
@@ -25,6 +27,9 @@ class StackView {
   static std::string stable_key(const std::vector<Frame>& frames);
   // stable_key(frames(stack_id)), made once per stack id (every finding asks for its sites' keys).
   const std::string& stable_key(uint64_t stack_id);
+  // The library whose own memory an allocation with this stack is (library_owned.h), judged on the
+  // native frames the shim recorded (an attributed stack's own frames); nullopt when none.
+  const std::optional<LibraryOwner>& library_owner(uint64_t stack_id);
 
  private:
   // What one pc gives, made once per pc and position (a return address is looked up at pc-1):
@@ -42,6 +47,10 @@ class StackView {
   std::vector<const std::vector<Frame>*> native_groups(const std::vector<uint64_t>& pcs);
   std::vector<Frame> raw_frames(uint64_t stack_id);
   std::vector<Frame> attributed_frames(uint64_t own_id, uint64_t caller_id);
+  std::vector<Frame> labeled_frames(uint64_t stack_id, const std::string& label);
+  // The frames of the library that made an allocation (raw: raw_frames(own_id)), to show above a
+  // grad_fn; empty when none.
+  std::vector<Frame> owner_frames(uint64_t own_id, const std::vector<Frame>& raw);
 
   const LoadedTrace& trace_;
   size_t max_frames_;
@@ -49,6 +58,7 @@ class StackView {
   std::unordered_map<uint64_t, PcFrames> pc_frames_[2];  // [is_return_address]
   std::unordered_map<uint64_t, std::vector<Frame>> cache_;
   std::unordered_map<uint64_t, std::string> keys_;
+  std::unordered_map<uint64_t, std::optional<LibraryOwner>> owners_;
 };
 
 // True when the module's file name starts with "libgpumemshim" (the shim's own frames).

@@ -40,7 +40,7 @@ _api = None  # None: not looked up yet; False: no shim; else a _Api
 
 class _Api:
     _NAMED = ("mark", "step", "region_begin", "region_end", "range_push", "range_pop")
-    __slots__ = _NAMED + ("active", "pause")
+    __slots__ = _NAMED + ("active", "pause", "attribute")
 
     def __init__(self, lib, ctypes):
         for attr in self._NAMED:
@@ -54,6 +54,11 @@ class _Api:
         self.pause = lib.gpumemshim_pause
         self.pause.argtypes = [ctypes.c_int]
         self.pause.restype = None
+        # An older shim has no attributes: None, and nothing is written.
+        self.attribute = getattr(lib, "gpumemshim_attribute", None)
+        if self.attribute is not None:
+            self.attribute.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+            self.attribute.restype = None
 
 
 def _lookup():
@@ -68,6 +73,14 @@ def _lookup():
                 except (ImportError, AttributeError, OSError):
                     _api = False
     return _api
+
+
+def _attribute(key, value):
+    """Writes an Attribute record (key, value) into the trace: a fact about the process that the
+    analysis reads by key. A no-op without the shim."""
+    api = _lookup()
+    if api and api.attribute is not None:
+        api.attribute(_bytes(key), _bytes(value))
 
 
 def _bytes(name):

@@ -11,6 +11,11 @@ attaches it, and adds
   the analyzer gives allocations that autograd's device threads make inside it the stack of the
   ``backward()`` call (those threads run no Python).
 
+When ``torch.cuda`` is imported (before CUDA is initialised), ``set_per_process_memory_fraction`` is
+wrapped: each call, and at attach each device's fraction below 1, writes the attribute
+``torch.memory_fraction.<device>`` so that the analyzer judges an OOM against the process's own
+cap (fraction x device total), not against the device's free memory.
+
 With the cudaMallocAsync backend, a pluggable allocator, or no matching bridge: one info line,
 and the trace keeps its runtime-level events.
 """
@@ -73,6 +78,10 @@ class _TorchCudaFinder:
 
 def _arm(cuda):
     try:
+        _wrap_memory_fraction(cuda)
+    except Exception:
+        pass
+    try:
         lazy_call = getattr(cuda, "_lazy_call", None)
         if lazy_call is None:
             import gpumemshim
@@ -85,16 +94,27 @@ def _arm(cuda):
         pass
 
 
+_initialising = False
+
+
 def _on_cuda_initialised():
-    # Runs inside torch.cuda._lazy_init: it must never raise.
+    # Runs inside torch.cuda._lazy_init: it must never raise, and runs once even if a torch.cuda
+    # call made here were to initialise CUDA again.
+    global _initialising
+    if _initialising:
+        return
+    _initialising = True
     try:
         import gpumemshim
 
         if gpumemshim._attach_torch(cuda_ready=True):
             _add_step_hook(gpumemshim)
             _wrap_backward(gpumemshim)
+        _record_memory_fractions(gpumemshim)
     except Exception:
         pass
+    finally:
+        _initialising = False
 
 
 def _add_step_hook(gpumemshim):
@@ -138,3 +158,80 @@ def _wrap_backward(gpumemshim):
         fn = getattr(autograd, attr, None)
         if fn is not None and not getattr(fn, "__gpumemshim_wrapped__", False):
             setattr(autograd, attr, wrap(fn))
+
+
+_FRACTION = "set_per_process_memory_fraction"
+
+
+def _wrap_memory_fraction(cuda):
+    """Wraps torch.cuda's set_per_process_memory_fraction (the same function is also
+    torch.cuda.memory's) so that each call that torch accepts records the fraction set."""
+    owners = [cuda]
+    memory = sys.modules.get("torch.cuda.memory") or getattr(cuda, "memory", None)
+    if memory is not None:
+        owners.append(memory)
+    wrapped = {}
+    for owner in owners:
+        fn = getattr(owner, _FRACTION, None)
+        if fn is None or getattr(fn, "__gpumemshim_wrapped__", False):
+            continue
+        if id(fn) not in wrapped:
+            wrapped[id(fn)] = _fraction_wrapper(fn)
+        setattr(owner, _FRACTION, wrapped[id(fn)])
+
+
+def _fraction_wrapper(fn):
+    import functools
+
+    @functools.wraps(fn)
+    def set_per_process_memory_fraction(*args, **kwargs):
+        result = fn(*args, **kwargs)  # torch's own errors reach the caller unchanged
+        try:
+            fraction = args[0] if args else kwargs.get("fraction")
+            device = args[1] if len(args) > 1 else kwargs.get("device")
+            _record_memory_fraction(_device_index(device), fraction)
+        except Exception:
+            pass
+        return result
+
+    set_per_process_memory_fraction.__gpumemshim_wrapped__ = True
+    return set_per_process_memory_fraction
+
+
+def _device_index(device):
+    torch = sys.modules["torch"]
+    if device is None:
+        return int(torch.cuda.current_device())
+    if isinstance(device, int):
+        return device
+    utils = sys.modules.get("torch.cuda._utils")
+    get_index = getattr(utils, "_get_device_index", None)
+    if get_index is not None:
+        return int(get_index(device))
+    index = getattr(device, "index", None)
+    return int(index) if index is not None else int(torch.cuda.current_device())
+
+
+def _record_memory_fraction(index, fraction):
+    """Writes torch.memory_fraction.<index> = the fraction given (torch accepted it: it checks the
+    type and range first; its own getter gives back the cap in bytes over the total, rounded)."""
+    import gpumemshim
+
+    gpumemshim._attribute("torch.memory_fraction.%d" % index, repr(float(fraction)))
+
+
+def _record_memory_fractions(gpumemshim):
+    """At attach: the fraction of every device that already has one below 1 (set before the wrapper
+    was in place, or through the allocator's settings)."""
+    cuda = sys.modules["torch"].cuda
+    get = getattr(cuda, "get_per_process_memory_fraction", None)
+    count = getattr(cuda, "device_count", None)
+    if get is None or count is None:
+        return
+    for index in range(int(count())):
+        try:
+            fraction = float(get(index))
+        except Exception:
+            continue
+        if 0 < fraction < 1:
+            gpumemshim._attribute("torch.memory_fraction.%d" % index, repr(fraction))

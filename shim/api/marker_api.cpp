@@ -92,6 +92,10 @@ GPUMEMSHIM_API void gpumemshim_range_pop(const char* name) {
   if (!shim::recording_off()) shim::record_named(MarkerKind::kRangePop, name);
 }
 
+GPUMEMSHIM_API void gpumemshim_attribute(const char* key, const char* value) {
+  if (!shim::recording_off()) shim::record_attribute(key, value);
+}
+
 GPUMEMSHIM_API int gpumemshim_active(void) { return shim::recording_off() ? 0 : 1; }
 
 GPUMEMSHIM_API void gpumemshim_pause(int paused) {

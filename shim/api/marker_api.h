@@ -17,6 +17,11 @@ GPUMEMSHIM_API void gpumemshim_region_end(const char* name);
 // backward pass: allocations of other threads inside it are attributed to its caller's stack.
 GPUMEMSHIM_API void gpumemshim_range_push(const char* name);
 GPUMEMSHIM_API void gpumemshim_range_pop(const char* name);
+// An Attribute record: a fact about the process that the analysis reads by key (e.g.
+// "torch.memory_fraction.0" = "0.03", written by the Python package when the program caps PyTorch's
+// memory). Key and value are cut to 256 bytes; an empty or NULL key is ignored, a NULL value is "".
+// The last value written for a key counts.
+GPUMEMSHIM_API void gpumemshim_attribute(const char* key, const char* value);
 // 1 while the shim records (not disabled, trace writable so far), else 0.
 GPUMEMSHIM_API int gpumemshim_active(void);
 // Writes every thread's pending records to the trace now, so that an analysis of the trace while

@@ -19,3 +19,11 @@ GPUMEMSHIM_API void gpumemshim_torch_event(int action, int device, uint64_t addr
 // Python, the block's stack is then that name instead of a walk of the native stack.
 GPUMEMSHIM_API void gpumemshim_torch_event_grad_fn(int action, int device, uint64_t address,
                                                    uint64_t size, uint64_t stream, const char* grad_fn);
+
+// The same, with the native stack walked whatever the thread runs (its Python frames, or the
+// grad_fn's label when it runs none, recorded with it; grad_fn may be NULL). For the rare blocks
+// whose native frames tell a library's own memory from the script's: the bridge asks it for blocks
+// of the sizes PyTorch gives its cuBLAS/cuBLASLt workspaces, made by at::cuda's workspace getters.
+GPUMEMSHIM_API void gpumemshim_torch_event_walk(int action, int device, uint64_t address,
+                                                uint64_t size, uint64_t stream,
+                                                const char* grad_fn);

@@ -443,12 +443,13 @@ inline uint64_t current_stack(ThreadState* s) {
 }
 
 // A stack named by a label (a grad_fn's type name, whose address is unique per type): one
-// StackLabel record per label and thread, no unwinding.
-inline uint64_t labeled_stack(ThreadState* s, const char* label) {
-  uint64_t id = StackInterner::hash(s->frames, 0) ^
+// StackLabel record per label, native stack and thread. Usually no unwinding (n == 0); with the n
+// native frames in s->frames the analyzer shows the label under the library that allocated.
+inline uint64_t labeled_stack(ThreadState* s, const char* label, uint32_t n = 0) {
+  uint64_t id = StackInterner::hash(s->frames, n) ^
                 (reinterpret_cast<uintptr_t>(label) * 0x9E3779B97F4A7C15ull) ^ 0x5ab1e15ab1e1ull;
   if (!s->stacks.seen_or_insert(id)) {
-    emit(s, fmtrec::StackRecord{id, 0, s->frames});
+    emit(s, fmtrec::StackRecord{id, n, s->frames});
     emit(s, fmtrec::StackLabelRecord{id, std::string_view(label, strnlen(label, 256))});
   }
   return id;
@@ -462,6 +463,15 @@ inline uint64_t python_or_native_stack(ThreadState* s, const char* grad_fn) {
   if (uint32_t py = capture_python(s)) return intern_stack(s, 0, py);
   if (grad_fn) return labeled_stack(s, grad_fn);
   return intern_stack(s, capture_native(s), 0);
+}
+
+// For a tensor event the bridge asks to walk (a block that may be a library's workspace): its
+// native frames always, which name the library's call, with its Python frames or else the grad_fn.
+inline uint64_t walked_stack(ThreadState* s, const char* grad_fn) {
+  uint32_t n = capture_native(s);
+  uint32_t py = capture_python(s);
+  if (py || !grad_fn) return intern_stack(s, n, py);
+  return labeled_stack(s, grad_fn, n);
 }
 
 inline uint64_t now() { return monotonic_ns() - g_start_mono_ns; }
@@ -512,13 +522,15 @@ void record_alloc_failed(Api api, MemoryKind kind, int device, uint64_t stream, 
 }
 
 void record_torch_event(fmtrec::TorchAction action, int device, uint64_t stream, uint64_t address,
-                        uint64_t size, const char* grad_fn) {
+                        uint64_t size, const char* grad_fn, bool walk) {
   ThreadState* s = recording_thread();
   if (!s) return;
   // Only a block's allocation (and an OOM) needs a stack: frees are matched by address, and a
   // segment's allocation is also a cudaMalloc/cuMemCreate event with its own stack.
   bool wants_stack = action == fmtrec::TorchAction::kAlloc || action == fmtrec::TorchAction::kOom;
-  uint64_t stack = wants_stack ? python_or_native_stack(s, grad_fn) : 0;
+  uint64_t stack = !wants_stack ? 0
+                   : walk       ? walked_stack(s, grad_fn)
+                                : python_or_native_stack(s, grad_fn);
   emit(s, fmtrec::TorchEventRecord{record_time(s), s->thread_id, device, stream, action, address, size,
                                    stack});
 }
@@ -536,6 +548,15 @@ void record_marker(fmtrec::MarkerKind kind, const char* name) {
   // places regions in the source and gives autograd threads' allocations their backward() site.
   uint64_t stack = current_stack(s);
   emit(s, fmtrec::MarkerRecord{record_time(s), s->thread_id, kind, name ? name : "", stack});
+}
+
+void record_attribute(const char* key, const char* value) {
+  ThreadState* s = recording_thread();
+  if (!s || !key || !*key) return;
+  emit(s,
+       fmtrec::AttributeRecord{std::string_view(key, strnlen(key, kMaxAttributeBytes)),
+                               value ? std::string_view(value, strnlen(value, kMaxAttributeBytes))
+                                     : std::string_view()});
 }
 
 }  // namespace gpumemshim::shim

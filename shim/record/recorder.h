@@ -2,6 +2,7 @@
 // encode into this thread's scratch and a copy into this thread's ring. No heap allocation, no
 // lock shared with other recording threads, no symbolization, no stdio.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "gpumemshim/format/records.h"
@@ -25,11 +26,17 @@ void record_mem_info(int device, uint64_t free_bytes, uint64_t total_bytes);
 // allocator's lock: like every record_* call, takes no lock and allocates nothing.
 // grad_fn: the autograd Node's type name when the bridge knows it (autograd's device thread), else
 // null: such an allocation's stack is that label instead of a walk of ~30 native frames.
+// walk: the native frames are walked anyway (with the Python frames or the label), for the few
+// blocks whose native frames tell a library's own memory from the script's.
 void record_torch_event(format::TorchAction action, int device, uint64_t stream, uint64_t address,
-                        uint64_t size, const char* grad_fn = nullptr);
+                        uint64_t size, const char* grad_fn = nullptr, bool walk = false);
 // While paused no event is recorded (the program runs on untouched); see gpumemshim_pause.
 void set_paused(bool paused);
 void record_marker(format::MarkerKind kind, const char* name);
+// An Attribute record (key, value): a setting of the program that the analysis needs (PyTorch's
+// memory fraction); each cut to kMaxAttributeBytes.
+inline constexpr size_t kMaxAttributeBytes = 256;
+void record_attribute(const char* key, const char* value);
 
 // True when GPUMEMSHIM_DISABLE=1 or the trace could not be opened: hooks skip all work.
 bool recording_off();

@@ -1,6 +1,6 @@
-"""H200 scenarios of issues 4 and 6 under the shim with the torch bridge attached by itself:
-(a)-(c) training loops, the allocator configurations with the bridge, the overhead table (d), and
-two DDP ranks on one GPU. Prints PASS/FAIL lines; traces and reports go to WORK for the analyzer
+"""H200 scenarios of issues 4, 6 and 22 under the shim with the torch bridge attached by itself:
+(a)-(c) training loops, the allocator configurations with the bridge, the libraries' own memory
+and an OOM at the memory-fraction cap, the overhead table (d), and two DDP ranks on one GPU. Prints PASS/FAIL lines; traces and reports go to WORK for the analyzer
 to read again later. Called by run_all.sh: check_torch.py WORK OUT"""
 import json
 import os
@@ -84,6 +84,70 @@ for name, conf in () if only_overhead else (("bridge_expandable", "expandable_se
     else:
         check(f"{name}: bridge declined with one line", "not attached" in r.stderr and t["allocs"] == 0, r.stderr[-400:])
         check(f"{name}: cudaMallocAsync still seen", rep["summary"]["by_api"].get("cudaMallocAsync", {}).get("allocations", 0) >= 100)
+
+# Issue 22: the libraries' own memory, and an OOM at the process's memory-fraction cap.
+libs = here / "torch_libraries.py"
+if not only_overhead:
+    bare, _ = run("libs_bench_bare", [sys.executable, libs, "bench"], shim_on=False)
+    r, traces = run("libs_bench", [sys.executable, libs, "bench"])
+    check("libs_bench: output unchanged", r.returncode == bare.returncode == 0 and r.stdout == bare.stdout,
+          repr((r.stdout[-300:], r.stderr[-1500:])))
+    rep = report("libs_bench", traces) if traces else None
+    check("libs_bench: trace", rep is not None, str(traces))
+    if rep:
+        library = [l for l in rep["leaks"] if l["kind"] == "library"]
+        print("   library: " + json.dumps([(l["owner"], l.get("owner_call"), l["api"], l["bytes"], l["count"],
+                                            [f.get("function") for f in l["stack"][:3]]) for l in library])[:2000])
+        print("   kinds: " + json.dumps([(l["kind"], l["bytes"], l["count"]) for l in rep["leaks"]])[:800])
+        check("libs_bench: nothing leaked", rep["summary"]["leaked_bytes"] == 0,
+              json.dumps([l for l in rep["leaks"] if l["kind"] == "leak"])[:2000])
+        check("libs_bench: cuBLAS's handles are library memory",
+              any(l["owner"] in ("cublas", "cublaslt") for l in library), json.dumps(library)[:1500])
+        check("libs_bench: PyTorch's cuBLAS workspaces are library memory",
+              any(l["owner"] == "torch" and l["api"] == "torch.alloc" for l in library), json.dumps(library)[:1500])
+        check("libs_bench: library bytes on the summary",
+              rep["summary"]["library_bytes"] == sum(l["bytes"] for l in library) > 0, str(rep["summary"]))
+        # Made while autograd ran MmBackward0: the grad_fn is shown under the library's frames.
+        labelled = [l for l in library if any(f.get("module") == "grad_fn" for f in l["stack"])]
+        check("libs_bench: a grad_fn never hides the library's frames",
+              labelled and all(l["stack"][0].get("module") != "grad_fn" for l in labelled),
+              json.dumps([l["stack"][:3] for l in labelled])[:1500])
+        gate = subprocess.run([str(cli), "check", "--max-leak-bytes", "0", *map(str, traces)],
+                              capture_output=True, text=True)
+        check("libs_bench: check --max-leak-bytes 0 passes", gate.returncode == 0,
+              gate.stdout[-1500:] + gate.stderr[-500:])
+        check("libs_bench: check names the library memory", "kept by libraries for themselves" in gate.stdout,
+              gate.stdout[-500:])
+        text = (reports / "libs_bench.txt").read_text()
+        check("libs_bench: text report lists the library memory", "library (not leaks):" in text and "LIBRARY " in text)
+
+    bare, _ = run("libs_oom_cap_bare", [sys.executable, libs, "oom_cap"], shim_on=False)
+    r, traces = run("libs_oom_cap", [sys.executable, libs, "oom_cap"])
+    check("libs_oom_cap: output unchanged", r.returncode == bare.returncode == 0 and r.stdout == bare.stdout,
+          repr((r.stdout[-300:], r.stderr[-1500:])))
+    rep = report("libs_oom_cap", traces) if traces else None
+    check("libs_oom_cap: trace", rep is not None, str(traces))
+    if rep:
+        fraction = rep["processes"][0]["attributes"].get("torch.memory_fraction.0")
+        check("libs_oom_cap: the fraction recorded", fraction is not None and abs(float(fraction) - 0.03) < 1e-9,
+              str(rep["processes"][0]["attributes"]))
+        devices = [d for d in rep["fragmentation"]["per_device"] if d["torch"]]
+        ooms = [o for d in devices for o in d["ooms"] if o["source"] == "torch"]
+        print("   ooms: " + json.dumps([(o["cause"], o["verdict"]) for o in ooms])[:1500])
+        total, limit = (devices[0]["device_total_bytes"], devices[0]["limit_bytes"]) if devices else (None, None)
+        check("libs_oom_cap: the cap is fraction x device total",
+              bool(total and limit and abs(limit - 0.03 * total) <= 1 << 20), json.dumps(devices)[:1000])
+        check("libs_oom_cap: OOM judged at the cap, not by the device's free memory",
+              ooms and ooms[0]["cause"] == "memory_limit" and "memory-fraction cap of 3%" in ooms[0]["verdict"]
+              and ooms[0]["device_free_bytes"] > 10 * ooms[0]["limit_bytes"], json.dumps(ooms)[:1500])
+        line = site_line(libs, "cap_oom")
+        check(f"libs_oom_cap: OOM pinned to torch_libraries.py:{line}",
+              ooms and (script_frames(ooms[0]["stack"], "torch_libraries.py") or [{}])[0].get("line") == line,
+              json.dumps(ooms[:1])[:1500])
+        advice = [a["id"] for a in rep.get("recommendations", [])]
+        check("libs_oom_cap: cap advice, no allocator-settings advice",
+              "raise-memory-fraction" in advice and "expandable-segments" not in advice
+              and "max-split-size" not in advice, str(advice))
 
 # Several ranks on one GPU: two DDP ranks (gloo) under gpumemshim record, rank 1 heavier.
 ddp = here / "ddp_ranks.py"

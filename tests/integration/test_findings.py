@@ -121,7 +121,8 @@ def test_fragmentation_oom_with_enough_total_free_gets_expandable_segments(run):
     [oom] = dev["ooms"]
     assert oom["requested_bytes"] == 4 << 20 and oom["device_free_bytes"] == 1 << 20
     assert (oom["reserved_bytes"], oom["allocated_bytes"]) == (20 << 20, 10 << 20)
-    assert oom["enough_total_free"] is True
+    assert oom["enough_total_free"] is True and oom["cause"] == "fragmentation"
+    assert oom["limit_bytes"] is None and oom["memory_fraction"] is None
     assert at_line([oom], "torch_oom") == [oom]
     ids = {a["id"]: a for a in report["recommendations"]}
     finding = f"fragmentation:{report['processes'][0]['pid']}:0"
@@ -133,7 +134,9 @@ def test_fragmentation_oom_with_enough_total_free_gets_expandable_segments(run):
     cached = [l for l in report["leaks"] if l["kind"] == "cached"]
     assert cached and cached[0]["reason"] == "segment held by PyTorch's caching allocator"
     text = run.cli("report", trace).stdout
-    assert "enough free memory in total (fragmentation)" in text and "ADVICE expandable-segments" in text
+    assert ("10.00 MiB free in the cache would have held the 4.00 MiB asked, but its largest free block "
+            "was 2.00 MiB: fragmentation") in text
+    assert "ADVICE expandable-segments" in text and "raise-memory-fraction" not in text
 
 
 def test_runtime_only_trace_has_null_allocator_fields(run):
@@ -255,8 +258,13 @@ def test_nccl_buffers_are_not_the_scripts_leak(run, with_steps):
     report = run.report(trace)
     nccl = [l for l in report["leaks"] if l.get("owner") == "nccl"]
     assert len(nccl) == 1 and nccl[0]["bytes"] == 4 << 20 and nccl[0]["count"] == 4, report["leaks"]
-    assert nccl[0]["kind"] == "retained" and "NCCL's own buffers" in nccl[0]["reason"]
+    # NCCL's own memory is kind "library", named by the call that made it and the script's line.
+    assert nccl[0]["kind"] == "library" and nccl[0]["owner_call"] == "fakeNcclCommInit"
+    assert "NCCL's communicator buffers, made by fakeNcclCommInit for " in nccl[0]["reason"]
+    assert f"nccl_app.cpp:{site_line('comm_init', 'nccl_app.cpp')}" in nccl[0]["reason"]
     assert "libnccl.so.2" in nccl[0]["stack"][0]["module"]
+    assert report["summary"]["library_bytes"] == 4 << 20
+    assert report["summary"]["library_allocations"] == 4
     # The script's own leak stays a leak at its line (with steps: the 4 made after the first step
     # accumulate; the one made before it is retained).
     leaked = 4 * 4096 if with_steps else 5 * 4096
@@ -266,6 +274,69 @@ def test_nccl_buffers_are_not_the_scripts_leak(run, with_steps):
     assert report["summary"]["leaked_bytes"] == leaked
     check = run.cli("check", trace)
     assert check.returncode == 1  # the script's leak fails CI; NCCL's buffers alone would not
+
+
+LIBS_APP = BUILD / "tests" / "integration" / "libs_app"
+
+
+@pytest.mark.parametrize("with_steps", [True, False])
+@pytest.mark.parametrize("mode", ["clean", "leak"])
+def test_cublas_handles_are_library_memory_not_leaks(run, mode, with_steps):
+    r = run.program([LIBS_APP, mode] + (["steps"] if with_steps else []))
+    assert r.returncode == 0, r.stderr
+    [trace] = run.traces()
+    report = run.report(trace)
+    # One handle per thread, each made by cuMemAlloc inside cublasCreate_v2: kind "library", named
+    # by the library, its call and the script's line that made the handle.
+    library = [l for l in report["leaks"] if l["kind"] == "library"]
+    assert len(library) == 2 and all(l["owner"] == "cublas" for l in library), report["leaks"]
+    line = site_line("create_handle", "libs_app.cpp")
+    for l in library:
+        assert l["bytes"] == 4 << 20 and l["api"] == "cuMemAlloc_v2"
+        assert l["owner_call"] == "cublasCreate_v2" and l["stack"][0]["function"] == "cublasCreate_v2"
+        assert l["reason"].startswith(f"cuBLAS's handle, made by cublasCreate_v2 for ")
+        assert f"libs_app.cpp:{line}: kept by the library" in l["reason"]
+    assert report["summary"]["library_bytes"] == 8 << 20
+    assert report["summary"]["library_allocations"] == 2
+    # The GEMMs' temporaries were freed; what is left of the script is its own leak.
+    leaked = 8192 if mode == "leak" else 0
+    assert report["summary"]["leaked_bytes"] == leaked
+    mine = [l for l in report["leaks"] if l["kind"] == "leak"]
+    assert [l["bytes"] for l in mine] == ([8192] if leaked else []), report["leaks"]
+    assert all(l["stack"][0]["line"] == site_line("script_leak", "libs_app.cpp") and "owner" not in l
+               for l in mine)
+    check = run.cli("check", "--max-leak-bytes", "0", trace)
+    assert check.returncode == (1 if leaked else 0), check.stdout + check.stderr
+    if not leaked:
+        assert "8388608 bytes kept by libraries for themselves (not leaks)" in check.stdout
+    text = run.cli("report", trace).stdout
+    assert "library (not leaks): 8.00 MiB (8388608 bytes) in 2 allocations" in text
+    assert text.count("LIBRARY 4.00 MiB") == 2
+
+
+def test_oom_at_the_memory_fraction_cap_gets_the_cap_verdict(run):
+    # 64 MiB device, fraction 0.5 (the attribute the Python package writes): a 32 MiB cap.
+    trace = record(run, "capped", FAKECUDA_TOTAL_MEM=64 << 20)
+    report = run.report(trace)
+    [process] = report["processes"]
+    assert process["attributes"]["torch.memory_fraction.0"] == "0.5"
+    [dev] = [d for d in report["fragmentation"]["per_device"] if d["torch"]]
+    assert dev["limit_bytes"] == 32 << 20 and dev["memory_fraction"] == 0.5
+    [oom] = dev["ooms"]
+    assert oom["cause"] == "memory_limit" and oom["enough_total_free"] is False
+    assert oom["limit_bytes"] == 32 << 20 and oom["device_free_bytes"] == 30 << 20
+    assert oom["verdict"] == ("the process's memory-fraction cap of 50% (32.00 MiB of 64.00 MiB) was "
+                              "reached: reserved 30.00 MiB, 0 B free in the cache, 4.00 MiB asked "
+                              "(the device had 30.00 MiB free)")
+    assert at_line([oom], "capped_oom") == [oom]
+    ids = [a["id"] for a in report["recommendations"]]
+    assert "raise-memory-fraction" in ids, ids
+    assert "expandable-segments" not in ids and "max-split-size" not in ids, ids
+    [cap] = [a for a in report["recommendations"] if a["id"] == "raise-memory-fraction"]
+    assert "set_per_process_memory_fraction(0.5)" in cap["action"] and oom["verdict"] in cap["evidence"]
+    text = run.cli("report", trace).stdout
+    assert "capped at 32.00 MiB (33554432 bytes) (memory fraction 0.5)" in text, text
+    assert "ADVICE raise-memory-fraction" in text and "ADVICE expandable-segments" not in text
 
 
 def test_growth_on_a_loss_accumulation_line_advises_item_or_detach(run):

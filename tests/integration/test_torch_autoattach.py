@@ -187,3 +187,50 @@ def test_peak_during_the_optimizer_step_advises_set_to_none(run):
     assert train(run2).returncode == 0
     [plain] = run2.traces()
     assert not [a for a in run2.report(plain)["recommendations"] if a["id"] == "set-to-none"]
+
+
+def test_memory_fraction_set_before_cuda_init_is_recorded(run):
+    report = check_attached(run, train(run, TRAIN_MEMORY_FRACTION="0.25"))
+    [process] = report["processes"]
+    assert process["attributes"].get("torch.memory_fraction.0") == "0.25", process["attributes"]
+
+
+def test_memory_fraction_set_by_the_allocators_settings_is_read_at_attach(run):
+    report = check_attached(run, train(run, FAKE_TORCH_MEMORY_FRACTION="0.5"))
+    [process] = report["processes"]
+    assert process["attributes"].get("torch.memory_fraction.0") == "0.5", process["attributes"]
+
+
+def test_no_memory_fraction_no_attribute(run):
+    report = check_attached(run, train(run))
+    [process] = report["processes"]
+    assert not [k for k in process["attributes"] if k.startswith("torch.memory_fraction")]
+
+
+def test_library_memory_made_in_backward_is_named_by_library_and_grad_fn(run):
+    # The first matmul of autograd's device thread makes its cuBLAS handle (cuMemAlloc inside
+    # cublasCreate_v2) and PyTorch's cuBLASLt workspace (a 32 MiB block by
+    # at::cuda::getCUDABlasLtWorkspace while MmBackward0 runs): both the libraries' for the process.
+    r = train(run, FAKE_LIBRARY_MEMORY=1)
+    assert r.returncode == 0, r.stderr
+    [trace] = run.traces()
+    report = run.report(trace)
+    library = {l["owner"]: l for l in report["leaks"] if l["kind"] == "library"}
+    assert sorted(library) == ["cublas", "torch"], report["leaks"]
+    workspace, handle = library["torch"], library["cublas"]
+    assert workspace["api"] == "torch.alloc" and workspace["bytes"] == 32 << 20
+    assert workspace["owner_call"] == "at::cuda::getCUDABlasLtWorkspace"
+    assert workspace["reason"].startswith("PyTorch's cuBLASLt workspace, made by at::cuda::getCUDABlasLtWorkspace")
+    # The grad_fn label does not hide the library's frame above it; the backward() line follows.
+    assert workspace["stack"][0]["function"].startswith("at::cuda::getCUDABlasLtWorkspace"), workspace["stack"]
+    assert workspace["stack"][1] == {**workspace["stack"][1], "function": "MmBackward0", "module": "grad_fn"}
+    assert script_frames(workspace["stack"])[0]["line"] == script_line("backward_call")
+    assert handle["api"] == "cuMemAlloc_v2" and handle["stack"][0]["function"] == "cublasCreate_v2"
+    assert script_frames(handle["stack"])[0]["line"] == script_line("backward_call")
+    assert report["summary"]["library_bytes"] == (32 << 20) + (4 << 20)
+    # Nothing of it counts as leaked: the same run without it leaks the same.
+    plain = type(run)(run.dir / "plain")
+    plain.dir.mkdir()
+    assert train(plain).returncode == 0
+    [plain_trace] = plain.traces()
+    assert report["summary"]["leaked_bytes"] == plain.report(plain_trace)["summary"]["leaked_bytes"]

@@ -49,6 +49,9 @@ an::Report report() {
   p.leaks.push_back(group("ccc", "leak", 10, 1, {frame("quiet", "/src/q.cpp", 1)}));
   p.leaks.back().suppressed = true;
   p.leaks.back().suppressed_by = "leak:quiet";
+  p.leaks.push_back(group("lib", "library", 8, 1,
+                          {frame("cublasCreate_v2", "", 0), frame("main", "/src/app.cpp", 3)}));
+  p.leaks.back().owner = "cublas";
   an::Growth& g = p.growth.emplace_back();
   g.id = "ggg";
   g.basis = "steps";
@@ -61,8 +64,16 @@ an::Report report() {
   g.stack = {frame("step", "/src/train.py", 44)};
   an::DeviceFragmentation& d = p.fragmentation.emplace_back();
   d.pid = 7;
-  an::OomFinding enough{2'000'000'000, 512, false, 0, 0, 256, true, 4096, true, {}, false, {}};
-  an::OomFinding short_of_it{0, 9999, false, 0, 0, 0, false, 0, false, {}, false, {}};
+  an::OomFinding enough, short_of_it;
+  enough.time_ns = 2'000'000'000;
+  enough.requested = 512;
+  enough.largest_free_block = 256;
+  enough.has_device_free = true;
+  enough.device_free = 4096;
+  enough.enough_total_free = true;
+  enough.cause = "fragmentation";
+  short_of_it.requested = 9999;
+  short_of_it.cause = "device_full";
   d.ooms = {enough, short_of_it};
   p.advice.push_back({"expandable-segments", "Use expandable segments",
                       "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.", "fragmentation:7:0", "free 4096"});
@@ -80,20 +91,25 @@ const json* result_of(const json& sarif, const std::string& rule) {
 
 TEST(CiFindings, EveryKindOnceWithItsAdviceAndFailState) {
   auto findings = an::ci_findings(report(), an::FailPolicy{true, 1000.0});
-  ASSERT_EQ(findings.size(), 5u);  // 3 leaks, 1 growth, 1 fragmentation OOM (the other had no free)
+  // 4 leak entries, 1 growth, 1 fragmentation OOM (the other ran out of device memory)
+  ASSERT_EQ(findings.size(), 6u);
   EXPECT_EQ(findings[0].rule, "leak");
   EXPECT_TRUE(findings[0].fails);
   EXPECT_NE(findings[0].message.find("/src/app.cpp:12"), std::string::npos) << findings[0].message;
   EXPECT_NE(findings[0].message.find("Alive at exit in a trace without step markers."), std::string::npos);
   EXPECT_FALSE(findings[1].fails);  // cached
   EXPECT_FALSE(findings[2].fails);  // suppressed
-  EXPECT_EQ(findings[3].rule, "growth");
-  EXPECT_TRUE(findings[3].fails);   // 1 MiB/step over 1000
-  ASSERT_EQ(findings[3].advice.size(), 1u);
-  EXPECT_NE(findings[3].message.find("step 1200"), std::string::npos);
-  EXPECT_EQ(findings[4].rule, "fragmentation");
+  EXPECT_EQ(findings[3].rule, "library");
+  EXPECT_FALSE(findings[3].fails);  // a library's own memory never fails the check
+  EXPECT_NE(findings[3].message.find("kept by a library for itself"), std::string::npos)
+      << findings[3].message;
+  EXPECT_EQ(findings[4].rule, "growth");
+  EXPECT_TRUE(findings[4].fails);  // 1 MiB/step over 1000
   ASSERT_EQ(findings[4].advice.size(), 1u);
-  EXPECT_NE(findings[4].advice[0].find("expandable_segments"), std::string::npos);
+  EXPECT_NE(findings[4].message.find("step 1200"), std::string::npos);
+  EXPECT_EQ(findings[5].rule, "fragmentation");
+  ASSERT_EQ(findings[5].advice.size(), 1u);
+  EXPECT_NE(findings[5].advice[0].find("expandable_segments"), std::string::npos);
   // Without a growth limit growth never fails; without leaks over the limit no leak fails.
   auto relaxed = an::ci_findings(report(), an::FailPolicy{false, std::nullopt});
   for (const auto& f : relaxed) EXPECT_FALSE(f.fails) << f.title;
@@ -103,7 +119,7 @@ TEST(Sarif, ResultsPerKindLocatedAtTheUserFrame) {
   json sarif = an::report_sarif(report(), an::FailPolicy{true, std::nullopt});
   EXPECT_EQ(sarif["version"], "2.1.0");
   EXPECT_EQ(sarif["runs"][0]["tool"]["driver"]["name"], "gpumemshim");
-  EXPECT_EQ(sarif["runs"][0]["results"].size(), 5u);
+  EXPECT_EQ(sarif["runs"][0]["results"].size(), 6u);
   const json* leak = result_of(sarif, "gpumemshim/leak");
   ASSERT_TRUE(leak);
   EXPECT_EQ((*leak)["level"], "error");
@@ -121,6 +137,9 @@ TEST(Sarif, ResultsPerKindLocatedAtTheUserFrame) {
   ASSERT_TRUE(frag);
   EXPECT_EQ((*frag)["locations"].size(), 0u);  // no stack for a device-level finding
   EXPECT_TRUE(result_of(sarif, "gpumemshim/cached"));
+  const json* library = result_of(sarif, "gpumemshim/library");
+  ASSERT_TRUE(library);
+  EXPECT_EQ((*library)["level"], "note");
   // Each result's ruleIndex names its rule.
   const json& rules = sarif["runs"][0]["tool"]["driver"]["rules"];
   for (const json& r : sarif["runs"][0]["results"]) EXPECT_EQ(rules[r["ruleIndex"].get<size_t>()]["id"], r["ruleId"]);
@@ -128,7 +147,9 @@ TEST(Sarif, ResultsPerKindLocatedAtTheUserFrame) {
 
 TEST(Junit, CountsMatchTestcasesAndFailures) {
   std::string xml = an::report_junit(report(), an::FailPolicy{true, 1.0});
-  EXPECT_NE(xml.find("<testsuite name=\"gpumemshim.check\" tests=\"5\" failures=\"2\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<testsuite name=\"gpumemshim.check\" tests=\"6\" failures=\"2\""),
+            std::string::npos)
+      << xml;
   EXPECT_NE(xml.find("classname=\"gpumemshim.growth\""), std::string::npos);
   std::string clean = an::report_junit(an::Report{}, an::FailPolicy{});
   EXPECT_NE(clean.find("tests=\"1\" failures=\"0\""), std::string::npos) << clean;

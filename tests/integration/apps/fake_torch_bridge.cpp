@@ -2,12 +2,24 @@
 // so the Python package's automatic attach is driven end to end. Attaching reports one segment
 // and one tensor block through the shim's gpumemshim_torch_event, like the real bridge's tracker.
 // fake_backward_alloc plays autograd's device thread: a native thread (no Python frames) that
-// allocates with cudaMalloc while the Python caller waits inside backward().
+// allocates with cudaMalloc while the Python caller waits inside backward(); with
+// FAKE_LIBRARY_MEMORY=1 its first pass also makes what a real first matmul in backward makes: a
+// cuBLAS handle (the fake libcublas.so.13) and PyTorch's cuBLASLt workspace (fake
+// libtorch_cuda.so).
 #include <dlfcn.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
+
+extern "C" {
+struct FakeCublasContext;
+int cublasCreate_v2(FakeCublasContext** handle);
+}
+namespace at::cuda {
+void* getCUDABlasLtWorkspace(const char* grad_fn);
+}
 
 using TorchEventFn = void (*)(int, int, uint64_t, uint64_t, uint64_t);
 using CudaMallocFn = int (*)(void**, size_t);
@@ -42,6 +54,13 @@ __attribute__((noinline)) static void autograd_thread_alloc(size_t bytes) {
     with_grad_fn(1, 0, next_block, 8192, 0, "N5torch8autograd9generated11MmBackward0E");
     next_block += 8192;
   }
+  static std::once_flag first_matmul;
+  if (std::getenv("FAKE_LIBRARY_MEMORY") && g_attached)
+    std::call_once(first_matmul, [] {
+      FakeCublasContext* handle = nullptr;
+      cublasCreate_v2(&handle);
+      at::cuda::getCUDABlasLtWorkspace("N5torch8autograd9generated11MmBackward0E");
+    });
 }
 
 extern "C" __attribute__((visibility("default"))) void fake_backward_alloc(size_t bytes) {

@@ -3,7 +3,8 @@
 // through gpumemshim_torch_event, both found with dlsym like the Python package and the torch
 // bridge do. Lines marked "site:" are looked up by tests/integration/test_findings.py.
 //
-//   findings_app growth N | steady N | retained N | region N | peak N | timegrowth N | frag | cache
+//   findings_app growth N | steady N | retained N | region N | peak N | timegrowth N | frag |
+//                capped | cache
 //   findings_app MODE N PAUSE_US   the step modes, pausing after each step (the shim's periodic
 //                                  flushes then cut the trace into several blocks)
 #include <dlfcn.h>
@@ -24,6 +25,7 @@ using TorchEventFn = void (*)(int action, int device, uint64_t address, uint64_t
 
 NameFn step_fn, region_begin_fn, region_end_fn;
 TorchEventFn torch_fn;
+void (*attribute_fn)(const char*, const char*);
 
 void* cuda_alloc(size_t bytes) {
   void* p = nullptr;
@@ -115,6 +117,25 @@ __attribute__((noinline)) void torch_oom() {
   torch_fn(8, 0, 1 * kMiB, 4 * kMiB, kStream);  // site: torch_oom
 }
 
+// The same allocator under the process's own cap, as the Python package records
+// torch.cuda.set_per_process_memory_fraction(0.5): on a 64 MiB device (FAKECUDA_TOTAL_MEM) the
+// cap is 32 MiB; a full 30 MiB segment leaves no room under it for the next segment, while the
+// device still has 30 MiB free.
+__attribute__((noinline)) void capped_oom() {
+  torch_fn(8, 0, 30 * kMiB, 4 * kMiB, kStream);  // site: capped_oom
+}
+
+int capped() {
+  attribute_fn("torch.memory_fraction.0", "0.5");
+  device_total();
+  void* segment_backing = cuda_alloc(30 * kMiB);
+  torch_fn(4, 0, kSeg, 30 * kMiB, kStream);  // segment_alloc
+  for (uint64_t i = 0; i < 15; ++i) torch_fn(1, 0, kSeg + i * 2 * kMiB, 2 * kMiB, kStream);
+  capped_oom();
+  (void)segment_backing;
+  return 0;
+}
+
 int fragmentation() {
   device_total();
   void* segment_backing = cuda_alloc(20 * kMiB);  // the segment's cudaMalloc
@@ -147,7 +168,9 @@ int main(int argc, char** argv) {
   region_begin_fn = reinterpret_cast<NameFn>(dlsym(RTLD_DEFAULT, "gpumemshim_region_begin"));
   region_end_fn = reinterpret_cast<NameFn>(dlsym(RTLD_DEFAULT, "gpumemshim_region_end"));
   torch_fn = reinterpret_cast<TorchEventFn>(dlsym(RTLD_DEFAULT, "gpumemshim_torch_event"));
-  if (!step_fn || !region_begin_fn || !region_end_fn || !torch_fn) {
+  attribute_fn =
+      reinterpret_cast<decltype(attribute_fn)>(dlsym(RTLD_DEFAULT, "gpumemshim_attribute"));
+  if (!step_fn || !region_begin_fn || !region_end_fn || !torch_fn || !attribute_fn) {
     std::puts("no shim");
     return 4;
   }
@@ -158,6 +181,7 @@ int main(int argc, char** argv) {
   const char* mode = argv[1];
   int n = argc > 2 ? std::atoi(argv[2]) : 30;
   if (!std::strcmp(mode, "frag")) return fragmentation();
+  if (!std::strcmp(mode, "capped")) return capped();
   if (!std::strcmp(mode, "cache")) return cache();
   if (!std::strcmp(mode, "timegrowth")) return time_growth(n);
   return train(mode, n, argc > 3 ? std::atoi(argv[3]) : 0);

@@ -7,6 +7,8 @@ import sys
 import torch
 
 cudart = ctypes.CDLL(os.environ["FAKECUDART"], mode=ctypes.RTLD_GLOBAL)
+if os.environ.get("TRAIN_MEMORY_FRACTION"):  # before CUDA is initialised, as scripts often do
+    torch.cuda.set_per_process_memory_fraction(float(os.environ["TRAIN_MEMORY_FRACTION"]))
 torch.cuda._lazy_init()  # site: cuda_init
 opt = torch.optim.Optimizer()
 kept = []

@@ -106,6 +106,9 @@ struct Summary {
   uint64_t alive_at_trace_end_bytes = 0;
   uint64_t alive_at_trace_end_allocations = 0;
   uint64_t cached_bytes = 0;        // kind "cached" (a caching allocator's segments at the end)
+  // kind "library": memory libraries keep for themselves (handles, workspaces); never leaked
+  uint64_t library_bytes = 0;
+  uint64_t library_allocations = 0;
   uint64_t markers = 0;
   uint64_t steps = 0;
   uint64_t ranges = 0;  // range pushes (NVTX ranges, expect_no_leak regions)
@@ -127,11 +130,13 @@ struct SiteGroup {
   std::string id;            // stable short hex hash of the symbolized stack + api
   std::string kind;          // "leak" (fails check), "cached" (a caching allocator's segment in a
                              // trace with torch events), "retained" (made before the first step,
-                             // or not accumulating), "alive" (alive when a trace without End
-                             // stopped: the process did not exit); address space: "unreleased"
+                             // or not accumulating), "library" (a library's own memory: a handle,
+                             // a workspace), "alive" (alive when a trace without End stopped: the
+                             // process did not exit); address space: "unreleased"
   std::string reason;        // one sentence: why it is (not) a leak
   std::string region;        // the expect_no_leak region it was allocated in, if that decided it
-  std::string owner;         // a library whose own buffers these are ("nccl"), else empty
+  std::string owner;         // the library whose own memory this is ("cublas", "nccl", "torch"...)
+  std::string owner_call;    // the library's call that made it ("cublasCreate_v2")
   uint64_t bytes = 0;
   uint64_t count = 0;
   Api api = Api::kUnknown;
@@ -175,7 +180,7 @@ struct Growth {
   std::string suppressed_by;
 };
 
-// An OOM judged for fragmentation: was there enough free memory in total?
+// An OOM judged by what limited it: the process's own cap, the device, or fragmentation.
 struct OomFinding {
   uint64_t time_ns = 0;
   uint64_t requested = 0;
@@ -185,7 +190,18 @@ struct OomFinding {
   uint64_t largest_free_block = 0;
   bool has_device_free = false;
   uint64_t device_free = 0;
-  bool enough_total_free = false;  // reserved - allocated >= requested, or device free >= requested
+  uint64_t limit_bytes = 0;    // the process's own cap (memory fraction); 0: none known
+  double memory_fraction = 0;  // the fraction behind limit_bytes; 0: not known
+  // reserved - allocated >= requested, or the free memory the process could still get (the
+  // device's free bytes, within its own cap when one is known) >= requested
+  bool enough_total_free = false;
+  // What stopped it, measured: "fragmentation" (the cache's free bytes would have held it, no
+  // free block could), "memory_limit" (the process's cap was reached), "device_full" (the device
+  // had less free than asked), "unexplained" (enough free memory on the device and under every
+  // known limit: a cap the trace does not know, or another process took it first), "unknown" (no
+  // free-memory figure)
+  std::string cause;
+  std::string verdict;  // one sentence with the numbers that say so
   std::vector<Frame> stack;
   bool suppressed = false;
   std::string suppressed_by;
@@ -209,6 +225,8 @@ struct DeviceFragmentation {
   bool has_untracked = false;  // a cudaMemGetInfo sample exists
   uint64_t untracked = 0;
   uint64_t device_total = 0;   // Device record, else the last cudaMemGetInfo total; 0 unknown
+  uint64_t limit_bytes = 0;    // the process's own cap on the device (memory_limit.h); 0: none
+  double memory_fraction = 0;  // the fraction behind it; 0: not known
   std::vector<OomFinding> ooms;
 };
 
