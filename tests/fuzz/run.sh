@@ -98,13 +98,13 @@ for w in $(seq 1 "$workers"); do
   if grep -q -E "$error" "$work/worker-$w.log"; then crashes=$((crashes + 1)); fi
 done
 corpus_units=$(ls "$work/corpus" | wc -l)
-corpus_kib=$(($(cat "$work/corpus/"* | wc -c) / 1024))
+corpus_kib=$(($(find "$work/corpus" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}') / 1024))
 rate=$((executions / (elapsed > 0 ? elapsed : 1)))
 echo "executions: $executions  crashes: $crashes  time: ${elapsed} s  exec/s: $rate" \
   "($workers worker(s))  corpus: $corpus_units units, ${corpus_kib} KiB"
 if [ -n "$keep_corpus" ]; then
   mkdir -p "$keep_corpus"
-  cp "$work/corpus/"* "$keep_corpus/"
+  find "$work/corpus" -type f -exec cp -t "$keep_corpus/" {} +
 fi
 
 failed=0
