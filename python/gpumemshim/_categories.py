@@ -5,10 +5,15 @@ Installed by _autoattach.py once the torch bridge is attached. It tells the shim
 tensor blocks are
 
 - parameters: the ``param_groups`` of every ``torch.optim`` optimizer, when the optimizer is made
-  (``Optimizer.__init__`` is wrapped) and after each of its steps;
+  (``Optimizer.__init__`` is wrapped) and after its steps;
 - gradients: the ``.grad`` of those parameters after every backward pass (one that runs out of
-  memory included) and after each step;
-- optimizer state: the tensors of ``optimizer.state`` after each step.
+  memory included) and after the optimizer's steps;
+- optimizer state: the tensors of ``optimizer.state`` after its steps.
+
+After an optimizer's first FULL_STEPS steps only every FULL_EVERY-th step looks at all of them
+again (every backward pass still looks at the gradients): parameters and state live long, so a
+block swapped in between is told at the next look and counts from its allocation all the same,
+and a look costs a few Python calls per tensor.
 
 A block is named by its storage's data pointer, the block the caching allocator handed out; the
 analyzer applies a tag to the block live there for its whole life, so a tag that comes late still
@@ -35,6 +40,9 @@ GRADIENT = 2
 OPTIMIZER_STATE = 3
 ACTIVATION = 4
 
+FULL_STEPS = 4
+FULL_EVERY = 8
+
 
 def enabled():
     return os.environ.get("GPUMEMSHIM_CATEGORIES", "1").strip() != "0"
@@ -54,6 +62,7 @@ class Tagger:
         self._seen = {}  # id(tensor) -> (weak reference, data_ptr, category)
         self._prune_at = self._MIN_PRUNE
         self._optimizers = weakref.WeakSet()
+        self._steps = weakref.WeakKeyDictionary()  # optimizer -> steps seen
 
     def tensor(self, t, category):
         """Tags the block of t unless it was told already; never raises."""
@@ -76,9 +85,13 @@ class Tagger:
             pass
 
     def optimizer(self, opt):
-        """Parameters, gradients and state of one optimizer (after its step)."""
+        """Parameters, gradients and state of one optimizer, after its step (see FULL_EVERY)."""
         try:
             self._optimizers.add(opt)
+            steps = self._steps.get(opt, 0) + 1
+            self._steps[opt] = steps
+            if steps > FULL_STEPS and steps % FULL_EVERY != 0:
+                return
             tensor, tensor_type = self.tensor, self._tensor_type
             state = getattr(opt, "state", None)
             get = getattr(state, "get", None)  # not state[p]: a defaultdict would grow an entry

@@ -201,6 +201,7 @@ TEST(Categories, ActivationsFromTheBackwardPasses) {
   tag(t, kSegment + 24 * MiB, kGradient);
   t.marker(gf::MarkerKind::kStep, "optimizer.step");
   backward(t, true);  // the next backward: the kept buffer outlived it
+  release(t, kSegment + 14 * MiB);  // freed later: still not an activation
   backward(t, false);
   t.end();
   an::ProcessReport p = analyze(t, dir);
@@ -296,8 +297,8 @@ TEST(Categories, NotExplainedFromMemInfo) {
   EXPECT_EQ(p.categories->peak.not_explained, 300 * MiB);
 }
 
-// Each step's highest point; a tag at the last step counts in every window the block lived in,
-// however many windows were merged on the way.
+// Each step's highest point; a tag in the middle counts in every window the block lived in, however
+// many windows were merged before and after it.
 TEST(Categories, WindowsPerStepMergedWhenMany) {
   TempDir dir;
   TraceBuilder t = base_trace();
@@ -309,8 +310,9 @@ TEST(Categories, WindowsPerStepMergedWhenMany) {
     block(t, kSegment + 8 * MiB, size);
     release(t, kSegment + 8 * MiB);
     t.marker(gf::MarkerKind::kStep, "optimizer.step");
+    if (i == an::kMaxCategoryWindows + 100)
+      tag(t, kSegment, kParameter);  // merges before and after
   }
-  tag(t, kSegment, kParameter);
   t.end();
   an::ProcessReport p = analyze(t, dir);
   const std::vector<an::CategoryWindow>& w = p.categories->windows;
