@@ -11,8 +11,6 @@ namespace gpumemshim::analyzer {
 
 namespace {
 
-constexpr int32_t kMaxDevices = 4096;
-
 // Which tag wins when a block gets several: the longer-lived role.
 int rank_of(uint8_t code) {
   switch (static_cast<format::TensorCategory>(code)) {
@@ -45,12 +43,6 @@ bool higher(const CategoryTracker::Snapshot& a, const CategoryTracker::Snapshot&
 
 // ---- The tracker ----
 
-CategoryTracker::DeviceKinds* CategoryTracker::new_device(int32_t device) {
-  if (device < 0 || device >= kMaxDevices) return nullptr;
-  by_device_.resize(static_cast<size_t>(device) + 1);
-  return &by_device_[static_cast<size_t>(device)];
-}
-
 void CategoryTracker::tag(int32_t device, uint64_t size, BlockCategory& b, uint8_t category) {
   ++tags_;
   tagged_ = true;
@@ -69,7 +61,6 @@ size_t CategoryTracker::confirm(int32_t device, uint64_t size, BlockCategory b) 
 void CategoryTracker::recategorize(int32_t device, uint64_t size, uint32_t born, size_t from,
                                    size_t to) {
   move_bytes(kinds_, from, to, size);
-  if (DeviceKinds* d = device_kinds(device)) move_bytes(d->blocks, from, to, size);
   auto move = [&](Snapshot& s) {
     if (s.taken && born <= s.ordinal) move_bytes(s.blocks, from, to, size);
   };
@@ -112,18 +103,16 @@ void CategoryTracker::take(Snapshot& s, uint64_t time_ns, uint64_t live,
 }
 
 void CategoryTracker::oom(uint64_t time_ns, int32_t device, uint64_t requested, bool torch,
-                          bool has_device_free, uint64_t device_free,
-                          const DeviceTracker& devices) {
+                          bool has_device_free, uint64_t device_free, const Kinds& device_kinds,
+                          uint64_t device_allocated, const DeviceTracker& devices) {
   if (ooms_.size() >= kMaxOoms) return;
   Oom o{device, requested, torch, has_device_free, device_free, {}};
   Snapshot& s = o.at;
   s.taken = true;
   s.time_ns = time_ns;
   s.ordinal = next_ordinal();
-  if (const DeviceKinds* d = device_kinds(device)) {
-    s.blocks = d->blocks;
-    s.allocated = d->allocated;
-  }
+  s.blocks = device_kinds;
+  s.allocated = device_allocated;
   const std::vector<DeviceMemoryTrack>& all = devices.all();
   if (device >= 0 && static_cast<size_t>(device) < all.size() &&
       all[static_cast<size_t>(device)].seen) {
@@ -151,7 +140,7 @@ void CategoryTracker::step(uint64_t time_ns, uint64_t live, const DeviceTracker&
     if (!window_.best.taken) take(window_.best, time_ns, live, devices);
   }
   ++steps_;
-  if (backward_depth_ == 0) new_forward(true);  // the next forward starts here
+  if (backward_depth_ == 0) start_forward();
   if (steps_ % width_ != 0) {
     window_.last = steps_;
     return;

@@ -11,11 +11,12 @@
 // windows. A snapshot is never copied again after its moment.
 //
 // Activations are not tagged (saved-tensor hooks installed for the whole program would change it):
-// a block allocated since the last step or backward pass (the forward of this backward), untagged
-// and alive when a backward pass starts (the package's "torch.backward" range) is a candidate; it
-// is an activation once it is freed before the next backward pass starts, and stays a temporary
-// when it outlives that (a buffer, a bucket or a cache made during the forward, not a per-pass
-// tensor).
+// a block allocated since the last step or backward pass (the forward of this backward: its birth
+// ordinal is at least the forward's start), untagged and alive when a backward pass starts (the
+// package's "torch.backward" range) is a candidate; it is an activation once it is freed before the
+// next backward pass starts, and stays a temporary when it outlives that (a buffer, a bucket or a
+// cache made during the forward, not a per-pass tensor). One pass over the live blocks per backward
+// pass finds both, so an allocation costs nothing more for them.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -41,9 +42,6 @@ class CategoryTracker {
   // The tensor categories, as CategoryBytes indexes (MemoryCategory's first five).
   static constexpr size_t kKinds = 5;
   static constexpr size_t kActivation = 3, kTemporary = 4;
-  // A forward's candidates beyond this are not kept (a forward without a backward, e.g. evaluation
-  // with autograd on): that forward's blocks stay temporaries.
-  static constexpr size_t kMaxForward = size_t{1} << 20;
   static constexpr size_t kMaxOoms = 64;
   static constexpr uint64_t kFirstTimeWindowNs = 10'000'000;
 
@@ -80,24 +78,17 @@ class CategoryTracker {
   };
 
   // ---- The tensor blocks (the core's torch_alloc, torch_free and tag events) ----
-  [[gnu::always_inline]] BlockCategory block_alloc(int32_t device, uint64_t address,
-                                                   uint64_t size) {
-    add(device, kTemporary, size);
+  [[gnu::always_inline]] BlockCategory block_alloc(uint64_t size) {
+    kinds_[kTemporary] += size;
     allocated_ += size;
     born_since_snapshot_ = true;
-    if (collecting_) [[likely]] {
-      if (forward_.size() < kMaxForward) [[likely]]
-        forward_.push_back(address);
-      else
-        forward_overflow_ = true;
-    }
     return BlockCategory{ordinal_, 0};
   }
   void block_free(int32_t device, uint64_t size, BlockCategory b, uint32_t site) {
     size_t kind = kind_of(b.category);
     if (b.category & BlockCategory::kPending) [[unlikely]]
       kind = confirm(device, size, b);
-    sub(device, kind, size);
+    kinds_[kind] -= std::min(kinds_[kind], size);
     allocated_ -= std::min(allocated_, size);
     if (peak_.taken && b.born <= peak_.ordinal)
       died_after_peak_.push_back(SiteKind{site, static_cast<uint8_t>(kind), size});
@@ -126,31 +117,29 @@ class CategoryTracker {
       take(window_.best, time_ns, live, devices);
   }
   void step(uint64_t time_ns, uint64_t live, const DeviceTracker& devices);
+  // An OOM; device_kinds and device_allocated: the device's live tensor blocks by kind.
   void oom(uint64_t time_ns, int32_t device, uint64_t requested, bool torch, bool has_device_free,
-           uint64_t device_free, const DeviceTracker& devices);
+           uint64_t device_free, const Kinds& device_kinds, uint64_t device_allocated,
+           const DeviceTracker& devices);
   // A "torch.backward" range opens: the candidates of the last one that are still alive stay
   // temporaries, and this forward's blocks that are untagged and alive become candidates.
-  // find(address): the BlockCategory of the live block there, or null.
-  template <typename Find>
-  void backward_begins(Find&& find) {
+  // for_each_live(f): f(BlockCategory&) for every live tensor block.
+  template <typename ForEachLive>
+  void backward_begins(ForEachLive&& for_each_live) {
     tagged_ = true;
     if (backward_depth_++ != 0) return;
-    for (uint64_t a : pending_)
-      if (BlockCategory* b = find(a)) b->category &= static_cast<uint8_t>(~BlockCategory::kPending);
-    pending_.clear();
-    if (!forward_overflow_) {
-      for (uint64_t a : forward_) {
-        BlockCategory* b = find(a);
-        if (b && b->category == 0) {
-          b->category = BlockCategory::kPending;
-          pending_.push_back(a);
-        }
-      }
-    }
-    new_forward(false);
+    const bool forward = forward_open_;
+    const uint32_t start = forward_start_;
+    for_each_live([&](BlockCategory& b) {
+      if (b.category & BlockCategory::kPending)
+        b.category &= static_cast<uint8_t>(~BlockCategory::kPending);
+      else if (forward && b.category == 0 && b.born >= start)
+        b.category = BlockCategory::kPending;
+    });
+    forward_open_ = false;
   }
   void backward_ends() {
-    if (backward_depth_ != 0 && --backward_depth_ == 0) new_forward(true);
+    if (backward_depth_ != 0 && --backward_depth_ == 0) start_forward();
   }
 
   // ---- The end ----
@@ -182,30 +171,6 @@ class CategoryTracker {
  private:
   using Moves = std::array<int64_t, kKinds>;
 
-  struct DeviceKinds {
-    Kinds blocks{};
-    uint64_t allocated = 0;
-  };
-  DeviceKinds* device_kinds(int32_t device) {
-    if (static_cast<size_t>(device) < by_device_.size()) [[likely]]
-      return &by_device_[static_cast<size_t>(device)];
-    return new_device(device);
-  }
-  DeviceKinds* new_device(int32_t device);
-  void add(int32_t device, size_t kind, uint64_t size) {
-    kinds_[kind] += size;
-    if (DeviceKinds* d = device_kinds(device)) {
-      d->blocks[kind] += size;
-      d->allocated += size;
-    }
-  }
-  void sub(int32_t device, size_t kind, uint64_t size) {
-    kinds_[kind] -= std::min(kinds_[kind], size);
-    if (DeviceKinds* d = device_kinds(device)) {
-      d->blocks[kind] -= std::min(d->blocks[kind], size);
-      d->allocated -= std::min(d->allocated, size);
-    }
-  }
   // A candidate freed before the next backward pass: an activation from its birth on.
   size_t confirm(int32_t device, uint64_t size, BlockCategory b);
   // The block's bytes change kind now and in every snapshot taken while it lived.
@@ -224,10 +189,14 @@ class CategoryTracker {
     born_since_snapshot_ = false;
     return ordinal_++;
   }
-  void new_forward(bool collect) {
-    forward_.clear();
-    forward_overflow_ = false;
-    collecting_ = collect;
+  // A forward starts: blocks born from now on are after every block born so far.
+  void start_forward() {
+    if (born_since_snapshot_) {
+      ++ordinal_;
+      born_since_snapshot_ = false;
+    }
+    forward_start_ = ordinal_;
+    forward_open_ = true;
   }
   void close_window();  // no window is open after it
   void open_window(uint64_t index, uint64_t first, uint64_t time_ns, uint64_t live,
@@ -236,10 +205,9 @@ class CategoryTracker {
   void resolve_moves();  // the difference array into the closed windows
   void merge_windows();  // twice the width, half the windows
 
-  // Live tensor blocks by kind: the process's and per device.
+  // Live tensor blocks by kind.
   Kinds kinds_{};
   uint64_t allocated_ = 0;
-  std::vector<DeviceKinds> by_device_;
   // Births and snapshots.
   uint32_t ordinal_ = 0;
   bool born_since_snapshot_ = true;
@@ -258,10 +226,8 @@ class CategoryTracker {
   std::vector<Moves> moves_ = std::vector<Moves>(1);
   // Backward passes.
   uint32_t backward_depth_ = 0;
-  bool collecting_ = true;
-  bool forward_overflow_ = false;
-  std::vector<uint64_t> forward_;  // blocks allocated since the last step or backward pass
-  std::vector<uint64_t> pending_;  // the last backward pass's candidates
+  bool forward_open_ = true;    // since the last step or backward pass, no backward pass began
+  uint32_t forward_start_ = 0;  // the birth ordinal of its first block
   // Tags.
   bool tagged_ = false;
   uint64_t tags_ = 0, unmatched_tags_ = 0;

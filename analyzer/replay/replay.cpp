@@ -274,7 +274,7 @@ void Replay::Core::torch_alloc(const format::TorchEventRecord& r) {
   const uint32_t site =
       site_of(RawSite{r.stack_id, Api::kUnknown, MemoryKind::kDevice, true}, r.device);
   static_cast<LiveRecord&>(a) = new_record(site, r.size, r.time_ns, r.device);
-  a.category = categories.block_alloc(r.device, r.address, r.size);
+  a.category = categories.block_alloc(r.size);
   site_add(site, r.size);
   devices.blocks(r.device, r.size, 0);
   ++t.live_blocks;
@@ -309,10 +309,22 @@ void Replay::Core::torch_tag(const format::TorchEventRecord& r) {
 }
 
 void Replay::Core::backward_begins() {
-  categories.backward_begins([this](uint64_t address) -> BlockCategory* {
-    const size_t slot = torch_live.find_slot(address);
-    return slot == torch_live.kNone ? nullptr : &torch_live.at_slot(slot).category;
+  categories.backward_begins(
+      [this](auto&& f) { torch_live.for_each_record([&](TorchRecord& a) { f(a.category); }); });
+}
+
+// An OOM's categories are of its device: its live tensor blocks by kind (OOMs are few).
+void Replay::Core::categories_oom(uint64_t time_ns, int32_t device, uint64_t requested, bool torch,
+                                  bool has_device_free, uint64_t device_free) {
+  CategoryTracker::Kinds kinds{};
+  uint64_t allocated = 0;
+  torch_live.for_each([&](uint64_t, const TorchRecord& a) {
+    if (a.device != device) return;
+    kinds[CategoryTracker::kind_of(a.category.category)] += a.size;
+    allocated += a.size;
   });
+  categories.oom(time_ns, device, requested, torch, has_device_free, device_free, kinds, allocated,
+                 devices);
 }
 
 void Replay::Core::step(const format::MarkerRecord& r) {
@@ -355,7 +367,7 @@ void Replay::failed(const format::AllocFailedRecord& r) {
   const FailureEvent& f = c.failures.failed(r, c.live_device_bytes);
   c.devices.failure(f);
   if (f.error == kOutOfMemory && is_device_memory_kind(f.kind))
-    c.categories.oom(f.time_ns, f.device, f.size, false, f.has_meminfo, f.meminfo_free, c.devices);
+    c.categories_oom(f.time_ns, f.device, f.size, false, f.has_meminfo, f.meminfo_free);
 }
 
 void Replay::meminfo(const format::MemInfoRecord& r) {
@@ -412,7 +424,7 @@ void Replay::torch(const format::TorchEventRecord& r) {
     case format::TorchAction::kOom:
       ++t.ooms;
       if (c.devices.takes_ooms()) c.devices.torch_oom(r, c.torch_blocks(r.device));
-      c.categories.oom(r.time_ns, r.device, r.size, true, true, r.address, c.devices);
+      c.categories_oom(r.time_ns, r.device, r.size, true, true, r.address);
       return;
     case format::TorchAction::kTag:
       c.torch_tag(r);

@@ -118,6 +118,8 @@ struct Replay::Core {
   [[gnu::always_inline]] inline void forget(const LiveRecord& a);
   LiveAlloc expand(uint64_t address, const LiveRecord& a) const;
   TorchBlocks torch_blocks(int32_t device) const;  // the live tensor blocks of a device
+  void categories_oom(uint64_t time_ns, int32_t device, uint64_t requested, bool torch,
+                      bool has_device_free, uint64_t device_free);
 
   // Dispatch: the parts of the events.
   [[gnu::always_inline]] inline void alloc(const format::AllocRecord& r);
