@@ -103,7 +103,8 @@ json torch_snapshot(const LoadedTrace& trace, const std::vector<format::TimedEve
   bool expandable = false;
   for (const format::TimedEvent& e : events) {
     const auto* t = std::get_if<format::TorchEventRecord>(&e);
-    if (!t) continue;
+    // Tags are gpumemshim's own, not an allocator action memory_viz knows.
+    if (!t || t->action == format::TorchAction::kTag) continue;
     b.trace_entry(t->device, format::torch_action_name(t->action), t->address, t->size, t->stream,
                   t->time_ns, t->stack_id);
     Block blk{t->size, t->stream, t->device, t->stack_id};

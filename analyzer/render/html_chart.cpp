@@ -1,13 +1,15 @@
 #include "render/html_chart.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <iterator>
 
-#include <fmt/format.h>
-
 #include "gpumemshim/analyzer/units.h"
 #include "render/escape.h"
+#include "render/sites.h"
 
 namespace gpumemshim::analyzer {
 
@@ -47,7 +49,8 @@ Chart scale(const Timeline& tl) {
   return c;
 }
 
-std::string grid(const Chart& c) {
+// Horizontal lines with their byte values.
+std::string value_grid(const Chart& c) {
   std::string svg;
   for (int i = 0; i <= 5; ++i) {
     double v = c.v_max / 1.05 * i / 5;
@@ -57,6 +60,11 @@ std::string grid(const Chart& c) {
                        c.left, yy, c.w - c.right, yy, c.left - 6, yy + 4,
                        html_escape(human_bytes(grid_bytes(v))));
   }
+  return svg;
+}
+
+std::string grid(const Chart& c) {
+  std::string svg = value_grid(c);
   for (int i = 0; i <= 6; ++i) {
     double t = c.t_max * i / 6;
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{:.3g} s</text>\n", c.x(t),
@@ -124,7 +132,68 @@ std::string step_marks(const Chart& c, const Timeline& tl, ChartLegend& legend) 
   return svg;
 }
 
+constexpr const char* kCategoryColors[kMemoryCategoryCount] = {
+    "#2e7d32", "#1f77b4", "#d4a017", "#d62728", "#9467bd", "#c7c7c7", "#8c564b"};
+
 }  // namespace
+
+const char* category_color(MemoryCategory category) {
+  return kCategoryColors[static_cast<size_t>(category)];
+}
+
+std::string category_chart_svg(const MemoryCategories& m, ChartLegend& legend) {
+  if (m.windows.empty()) return {};
+  const bool steps = m.basis == "steps";
+  Chart c;
+  c.h = 300;
+  c.t_max = static_cast<double>(m.windows.size());
+  for (const CategoryWindow& w : m.windows)
+    c.v_max = std::max(c.v_max, static_cast<double>(w.at_peak.total()));
+  c.v_max = c.v_max > 0 ? c.v_max * 1.05 : 1;
+  std::string svg = fmt::format(
+      "<svg class=\"chart categories\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "role=\"img\">\n",
+      c.w, c.h);
+  svg += value_grid(c);
+  const double slot = (c.w - c.left - c.right) / c.t_max;
+  const double bar = std::max(1.0, slot * 0.8);
+  std::array<bool, kMemoryCategoryCount> used{};
+  const size_t label_every = std::max<size_t>(1, m.windows.size() / 12);
+  for (size_t i = 0; i < m.windows.size(); ++i) {
+    const CategoryWindow& w = m.windows[i];
+    const std::string name =
+        steps ? (w.first == w.last ? fmt::format("step {}", w.first)
+                                   : fmt::format("steps {}\u2013{}", w.first, w.last))
+              : fmt::format("{:.3g}\u2013{:.3g} s", seconds(w.first), seconds(w.last));
+    const double x = c.x(static_cast<double>(i)) + (slot - bar) / 2;
+    double below = 0;
+    for (size_t k = 0; k < kMemoryCategoryCount; ++k) {
+      const uint64_t b = w.at_peak.bytes[k];
+      if (b == 0) continue;
+      used[k] = true;
+      const double above = below + static_cast<double>(b);
+      svg += fmt::format(
+          "<rect class=\"cat\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
+          "fill=\"{}\">"
+          "<title>{}: {} {}</title></rect>\n",
+          x, c.y(above), bar, std::max(0.5, c.y(below) - c.y(above)), kCategoryColors[k],
+          html_escape(name), html_escape(category_label(static_cast<MemoryCategory>(k))),
+          html_escape(human_bytes(b)));
+      below = above;
+    }
+    if (i % label_every == 0)
+      svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n",
+                         x + bar / 2, c.h - c.bottom + 16, html_escape(name));
+  }
+  for (size_t k = 0; k < kMemoryCategoryCount; ++k)
+    if (used[k])
+      legend.emplace_back(kCategoryColors[k], category_label(static_cast<MemoryCategory>(k)));
+  svg += fmt::format(
+      "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#888\"/>"
+      "<line x1=\"{0:.1f}\" y1=\"{2:.1f}\" x2=\"{3:.1f}\" y2=\"{2:.1f}\" stroke=\"#888\"/>\n",
+      c.left, c.top, c.h - c.bottom, c.w - c.right);
+  return svg + "</svg>\n";
+}
 
 std::string chart_svg(const Timeline& tl, ChartLegend& legend) {
   const Chart c = scale(tl);

@@ -15,4 +15,10 @@ using ChartLegend = std::vector<std::pair<std::string, std::string>>;
 // The <svg> element of a timeline with samples; fills legend.
 std::string chart_svg(const Timeline& timeline, ChartLegend& legend);
 
+// Each memory category's colour (MemoryCategory order).
+const char* category_color(MemoryCategory category);
+// The <svg> element of memory by category over the windows (a bar per window of steps or time, its
+// highest point stacked by category); fills legend. Empty without windows.
+std::string category_chart_svg(const MemoryCategories& categories, ChartLegend& legend);
+
 }  // namespace gpumemshim::analyzer

@@ -71,6 +71,58 @@ json frames_to_json(const std::vector<Frame>& frames) {
   return a;
 }
 
+namespace {
+
+json category_bytes_json(const CategoryBytes& c) {
+  json bytes = json::object();
+  for (size_t k = 0; k < kMemoryCategoryCount; ++k)
+    bytes[std::string(memory_category_name(static_cast<MemoryCategory>(k)))] = c.bytes[k];
+  return {{"t_s", seconds(c.time_ns)},
+          {"total_bytes", c.total()},
+          {"bytes", std::move(bytes)},
+          {"not_explained_bytes", c.has_not_explained ? json(c.not_explained) : json()}};
+}
+
+}  // namespace
+
+json categories_json(const MemoryCategories& m) {
+  json sites = json::array();
+  for (const CategorySite& s : m.peak_sites)
+    sites.push_back({{"category", std::string(memory_category_name(s.category))},
+                     {"id", s.id},
+                     {"bytes", s.bytes},
+                     {"stack", frames_to_json(s.stack)}});
+  json ooms = json::array();
+  for (const CategoryOom& o : m.ooms) {
+    json e = category_bytes_json(o.at);
+    e["device"] = o.device;
+    e["requested_bytes"] = o.requested;
+    e["source"] = o.torch ? "torch" : "runtime";
+    ooms.push_back(std::move(e));
+  }
+  const bool steps = m.basis == "steps";
+  json windows = json::array();
+  for (const CategoryWindow& w : m.windows) {
+    json e = category_bytes_json(w.at_peak);
+    if (steps) {
+      e["first_step"] = w.first;
+      e["last_step"] = w.last;
+    } else {
+      e["start_s"] = seconds(w.first);
+      e["end_s"] = seconds(w.last);
+    }
+    windows.push_back(std::move(e));
+  }
+  return {{"tagged", m.tagged},
+          {"tags", m.tags},
+          {"unmatched_tags", m.unmatched_tags},
+          {"peak", category_bytes_json(m.peak)},
+          {"peak_sites", std::move(sites)},
+          {"ooms", std::move(ooms)},
+          {"basis", m.basis},
+          {"windows", std::move(windows)}};
+}
+
 json timeline_json(const Timeline& tl) {
   json steps = json::array();
   for (uint64_t t : tl.steps_ns) steps.push_back(seconds(t));

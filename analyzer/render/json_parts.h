@@ -14,6 +14,8 @@ namespace gpumemshim::analyzer {
 nlohmann::json frames_to_json(const std::vector<Frame>& frames);
 // processes[].timeline.
 nlohmann::json timeline_json(const Timeline& timeline);
+// processes[].categories.
+nlohmann::json categories_json(const MemoryCategories& categories);
 // The "ranks" block (report.ranks.present() only).
 nlohmann::json ranks_json(const Ranks& ranks);
 // ranks.per_rank[].findings.

@@ -99,6 +99,57 @@ std::string timeline_section(const Timeline& tl) {
   return out;
 }
 
+std::string category_row(const std::string& moment, const CategoryBytes& c) {
+  std::string out = fmt::format("<tr><td>{}</td>", esc(moment));
+  for (uint64_t b : c.bytes) out += bytes_cell(b);
+  out += bytes_cell(c.total()) + bytes_cell(c.has_not_explained, c.not_explained) + "</tr>\n";
+  return out;
+}
+
+// Memory by category: at the peak and at each OOM (a table), its highest point per window of steps
+// or time (stacked bars), and the sites holding most of each tensor category at the peak.
+std::string categories_section(const MemoryCategories& m) {
+  std::string out = "<h3>Memory by category</h3>\n";
+  if (!m.tagged)
+    out +=
+        "<p class=\"muted\">No tags or marked backward passes in this trace: tensor blocks are not "
+        "told "
+        "apart (all temporaries).</p>\n";
+  out += "<table class=\"categories\"><tr><th>when</th>";
+  for (size_t k = 0; k < kMemoryCategoryCount; ++k)
+    out += fmt::format(
+        "<th><span class=\"sw\" "
+        "style=\"display:inline-block;width:10px;height:10px;background:{}\">"
+        "</span> {}</th>",
+        category_color(static_cast<MemoryCategory>(k)),
+        esc(category_label(static_cast<MemoryCategory>(k))));
+  out += "<th>total</th><th>not explained</th></tr>\n";
+  out += category_row(fmt::format("peak, {:.3f} s", seconds(m.peak.time_ns)), m.peak);
+  for (const CategoryOom& o : m.ooms)
+    out += category_row(fmt::format("OOM on device {} asking {}, {:.3f} s", o.device,
+                                    human_bytes(o.requested), seconds(o.at.time_ns)),
+                        o.at);
+  out += "</table>\n";
+  ChartLegend legend;
+  std::string chart = category_chart_svg(m, legend);
+  if (!chart.empty()) {
+    out += fmt::format("<p class=\"muted\">The highest point of each {}:</p>\n",
+                       m.basis == "steps" ? "step (or group of steps)" : "time window");
+    out += "<div class=\"plot\">" + chart + "</div>\n<div class=\"legend\">";
+    for (const auto& [color, label] : legend)
+      out += fmt::format("<span class=\"sw\" style=\"background:{}\"></span>{}", color, esc(label));
+    out += "</div>\n";
+  }
+  if (!m.peak_sites.empty()) {
+    out += "<table><tr><th>category</th><th>bytes at the peak</th><th>stack</th></tr>\n";
+    for (const CategorySite& site : m.peak_sites)
+      out += fmt::format("<tr><td>{}</td>{}{}</tr>\n", esc(category_label(site.category)),
+                         bytes_cell(site.bytes), frames_cell(site.stack));
+    out += "</table>\n";
+  }
+  return out;
+}
+
 // Whether the findings can be trusted, above everything else: a warning for traces that are not
 // clean, notes for duplicates and traces without memory events.
 std::string integrity_banner(const Report& report) {
@@ -145,6 +196,7 @@ std::string process_section(const ProcessReport& p) {
         "<p class=\"muted\">library memory (handles, workspaces; not leaks): {} in {}</p>\n",
         esc(human_bytes(s.library_bytes)), esc(plural(s.library_allocations, "allocation")));
   if (p.timeline) out += timeline_section(*p.timeline);
+  if (p.categories) out += categories_section(*p.categories);
   return out;
 }
 

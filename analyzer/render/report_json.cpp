@@ -228,6 +228,7 @@ json process_json(const ProcessReport& p) {
           {"devices", std::move(devices)},
           {"attributes", std::move(attributes)}};
   if (p.timeline) o["timeline"] = timeline_json(*p.timeline);
+  if (p.categories) o["categories"] = categories_json(*p.categories);
   return o;
 }
 

@@ -50,7 +50,52 @@ void growth_text(std::string& out, const Growth& g) {
   out += "\n";
 }
 
-void fragmentation_text(std::string& out, const DeviceFragmentation& d) {
+// "parameters 1.0 GiB, gradients 1.0 GiB, ..." for the categories that hold anything.
+std::string categories_line(const CategoryBytes& c, bool tagged) {
+  std::string out;
+  for (size_t k = 0; k < kMemoryCategoryCount; ++k) {
+    if (c.bytes[k] == 0) continue;
+    const auto category = static_cast<MemoryCategory>(k);
+    const std::string label = tagged || category != MemoryCategory::kTemporary
+                                  ? category_label(category)
+                                  : "tensor blocks (not told apart)";
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", label, human_bytes(c.bytes[k]));
+  }
+  if (out.empty()) out = "nothing";
+  if (c.has_not_explained && c.not_explained)
+    out += fmt::format("; not explained by the trace (device used, cudaMemGetInfo) {}",
+                       human_bytes(c.not_explained));
+  return out;
+}
+
+const CategoryOom* category_oom(const MemoryCategories* m, int32_t device, uint64_t time_ns) {
+  if (!m) return nullptr;
+  for (const CategoryOom& o : m->ooms)
+    if (o.device == device && o.at.time_ns == time_ns) return &o;
+  return nullptr;
+}
+
+void categories_text(std::string& out, const MemoryCategories& m) {
+  out += fmt::format("   memory by category at the peak ({} at {:.3f} s): {}\n",
+                     human_bytes(m.peak.total()), static_cast<double>(m.peak.time_ns) / 1e9,
+                     categories_line(m.peak, m.tagged));
+  if (!m.tagged)
+    out +=
+        "     (no tags or marked backward passes in the trace: the Python package's categories "
+        "were "
+        "off, GPUMEMSHIM_CATEGORIES=0, or the bridge was attached by hand)\n";
+  for (MemoryCategory c : {MemoryCategory::kActivation, MemoryCategory::kTemporary}) {
+    for (const CategorySite& site : m.peak_sites) {
+      if (site.category != c) continue;
+      out += fmt::format("     largest {} at the peak: {} at {}\n", category_label(c),
+                         human_bytes(site.bytes), site_label(site.stack));
+      break;
+    }
+  }
+}
+
+void fragmentation_text(std::string& out, const DeviceFragmentation& d,
+                        const MemoryCategories* categories) {
   out += fmt::format("FRAGMENTATION pid {} device {}:", d.pid, d.device);
   if (d.torch)
     out += fmt::format(" reserved peak {} ({} allocated then), max reserved-allocated {}, at {} {} inactive "
@@ -76,6 +121,8 @@ void fragmentation_text(std::string& out, const DeviceFragmentation& d) {
                 : "",
         o.has_device_free ? fmt::format(", device free {}", bytes_str(o.device_free)) : "",
         o.verdict, o.suppressed ? fmt::format(" (suppressed by '{}')", o.suppressed_by) : "");
+    if (const CategoryOom* c = category_oom(categories, d.device, o.time_ns))
+      out += fmt::format("    by category: {}\n", categories_line(c->at, categories->tagged));
   }
   out += "\n";
 }
@@ -225,7 +272,8 @@ std::string report_text(const Report& report) {
     }
     for (const Growth& g : p.growth) growth_text(out, g);
     for (const DeviceFragmentation& d : p.fragmentation)
-      if (d.torch || !d.ooms.empty()) fragmentation_text(out, d);
+      if (d.torch || !d.ooms.empty())
+        fragmentation_text(out, d, p.categories ? &*p.categories : nullptr);
     for (const Advice& a : p.advice)
       out += fmt::format("ADVICE {} ({}): {}\n  {}\n  evidence: {}\n\n", a.id, a.finding, a.title, a.action,
                          a.evidence);
@@ -235,6 +283,7 @@ std::string report_text(const Report& report) {
                          p.summary.torch.allocs, p.summary.torch.frees, p.summary.torch.segment_allocs,
                          p.summary.torch.segment_frees, p.summary.torch.ooms,
                          p.summary.torch.live_blocks, bytes_str(p.summary.torch.live_block_bytes));
+    if (p.categories) categories_text(out, *p.categories);
     for (const Failure& f : p.failures) {
       out += fmt::format("FAILED {} of {} via {} [{}, device {}] pid {}: error {}, {} of device memory live{}\n",
                          format::memory_kind_name(f.event.kind), bytes_str(f.event.size),

@@ -55,6 +55,26 @@ std::string memory_label(bool torch_block, MemoryKind memory) {
   return torch_block ? std::string("torch_block") : std::string(format::memory_kind_name(memory));
 }
 
+std::string category_label(MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::kParameter:
+      return "parameters";
+    case MemoryCategory::kGradient:
+      return "gradients";
+    case MemoryCategory::kOptimizerState:
+      return "optimizer state";
+    case MemoryCategory::kActivation:
+      return "activations";
+    case MemoryCategory::kTemporary:
+      return "temporaries";
+    case MemoryCategory::kAllocatorCache:
+      return "allocator cache";
+    case MemoryCategory::kOutsideTorch:
+      return "outside PyTorch";
+  }
+  return "unknown";
+}
+
 std::string plural(uint64_t n, const char* word) {
   return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
 }

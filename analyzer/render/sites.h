@@ -27,6 +27,10 @@ std::string frame_at(const Frame& frame, bool with_module);
 std::string api_label(bool torch_block, Api api);
 std::string memory_label(bool torch_block, MemoryKind memory);
 
+// A memory category as the reports' prose names it: "parameters", "optimizer state", "outside
+// PyTorch", ...
+std::string category_label(MemoryCategory category);
+
 // "1 step", "2 steps".
 std::string plural(uint64_t n, const char* word);
 

@@ -97,6 +97,12 @@ class FlatMap {
     for (const Slot& s : slots_)
       if (s.dist != 0) f(s.key, s.value);
   }
+  // The values may change, not the keys.
+  template <typename F>
+  void for_each_value(F&& f) {
+    for (Slot& s : slots_)
+      if (s.dist != 0) f(s.value);
+  }
 
  private:
   // A slot of more than half a cache line gets a whole one: a probe then reads one line, where

@@ -68,6 +68,11 @@ class LiveTable {
     for (const Index* m : {&young_, &old_})
       m->for_each([&](const Key& k, const Entry& e) { f(k, e.record); });
   }
+  // Every record, to change in place.
+  template <typename F>
+  void for_each_record(F&& f) {
+    for (Index* m : {&young_, &old_}) m->for_each_value([&](Entry& e) { f(e.record); });
+  }
 
  private:
   // Slot numbers of the old map have the top bit set.

@@ -4,9 +4,14 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "findings/backward_attribution.h"
 #include "replay/replay_core.h"
 
 namespace gpumemshim::analyzer {
+
+namespace {
+constexpr uint32_t kOutOfMemory = 2;  // cudaErrorMemoryAllocation == CUDA_ERROR_OUT_OF_MEMORY
+}  // namespace
 
 // ---- Raw sites ----
 
@@ -136,6 +141,7 @@ inline void Replay::Core::alloc(const format::AllocRecord& r) {
     if (peaks.device_alloc(r.size, live_device_bytes, r.time_ns))  // ranks: sites at the peak
       summary.peak_bytes = live_device_bytes;
     devices.live_add(r.device, r.size);
+    categories.point(r.time_ns, live_device_bytes, devices);
     timeline_point(r.time_ns);
   }
   if (r.kind == MemoryKind::kMapping || (!inserted && r.kind == MemoryKind::kPhysical)) [[unlikely]]
@@ -257,44 +263,82 @@ void Replay::Core::torch_alloc(const format::TorchEventRecord& r) {
   TorchCounters& t = summary.torch;
   ++t.allocs;
   auto [slot, inserted] = torch_live.try_emplace(r.address);
-  LiveRecord& a = *slot;
+  TorchRecord& a = *slot;
   if (!inserted) {  // its free was missed: the new block replaces it
     --t.live_blocks;
     t.live_block_bytes -= a.size;
     site_sub(a);
     devices.blocks(a.device, 0, a.size);
+    categories.block_free(a.device, a.size, a.category, a.site);
   }
   const uint32_t site =
       site_of(RawSite{r.stack_id, Api::kUnknown, MemoryKind::kDevice, true}, r.device);
-  a = new_record(site, r.size, r.time_ns, r.device);
+  static_cast<LiveRecord&>(a) = new_record(site, r.size, r.time_ns, r.device);
+  a.category = categories.block_alloc(r.size);
   site_add(site, r.size);
   devices.blocks(r.device, r.size, 0);
   ++t.live_blocks;
   t.live_block_bytes += r.size;
   peaks.torch_alloc(r.size, t.live_block_bytes, r.time_ns);
+  categories.point(r.time_ns, live_device_bytes, devices);
 }
 
 void Replay::Core::torch_free(const format::TorchEventRecord& r) {
   TorchCounters& t = summary.torch;
   ++t.frees;
   if (const size_t slot = torch_live.find_slot(r.address); slot != torch_live.kNone) {
-    const LiveRecord& a = torch_live.at_slot(slot);
+    const TorchRecord& a = torch_live.at_slot(slot);
     --t.live_blocks;
     t.live_block_bytes -= a.size;
     site_sub(a);
     devices.blocks(a.device, 0, a.size);
     peaks.torch_free(a.size, in_this_step(a));
+    categories.block_free(a.device, a.size, a.category, a.site);
     torch_live.erase_slot(slot);  // last: a is the table's record
   }
+}
+
+// The block a tag names is the one live at that address now (the storage's data pointer is the
+// block's address); a tag for no live block is counted and dropped.
+void Replay::Core::torch_tag(const format::TorchEventRecord& r) {
+  const size_t slot = torch_live.find_slot(r.address);
+  if (slot == torch_live.kNone) return categories.unmatched_tag();
+  TorchRecord& a = torch_live.at_slot(slot);
+  const uint8_t category = r.size <= UINT8_MAX ? static_cast<uint8_t>(r.size) : 0;
+  categories.tag(a.device, a.size, a.category, category);
+}
+
+void Replay::Core::backward_begins() {
+  categories.backward_begins(
+      [this](auto&& f) { torch_live.for_each_record([&](TorchRecord& a) { f(a.category); }); });
+}
+
+// An OOM's categories are of its device: its live tensor blocks by kind (OOMs are few).
+void Replay::Core::categories_oom(uint64_t time_ns, int32_t device, uint64_t requested, bool torch,
+                                  bool has_device_free, uint64_t device_free) {
+  CategoryTracker::Kinds kinds{};
+  uint64_t allocated = 0;
+  torch_live.for_each([&](uint64_t, const TorchRecord& a) {
+    if (a.device != device) return;
+    kinds[CategoryTracker::kind_of(a.category.category)] += a.size;
+    allocated += a.size;
+  });
+  categories.oom(time_ns, device, requested, torch, has_device_free, device_free, kinds, allocated,
+                 devices);
 }
 
 void Replay::Core::step(const format::MarkerRecord& r) {
   ++summary.steps;
   peaks.step();
   growth.step(summary.steps, r.time_ns, site_live);
+  categories.step(r.time_ns, live_device_bytes, devices);
 }
 
 void Replay::Core::finish() {
+  torch_live.for_each([this](uint64_t, const TorchRecord& a) {
+    categories.live_at_end(a.site, a.size, a.category);
+  });
+  categories.finish();
   timeline.finish();
   growth.finish(last_event_ns, site_live);
   const uint64_t end = std::max(last_time_ns, last_event_ns);
@@ -320,7 +364,10 @@ void Replay::failed(const format::AllocFailedRecord& r) {
   Core& c = *core_;
   c.at(r.time_ns);
   ++c.summary.failed_allocations;
-  c.devices.failure(c.failures.failed(r, c.live_device_bytes));
+  const FailureEvent& f = c.failures.failed(r, c.live_device_bytes);
+  c.devices.failure(f);
+  if (f.error == kOutOfMemory && is_device_memory_kind(f.kind))
+    c.categories_oom(f.time_ns, f.device, f.size, false, f.has_meminfo, f.meminfo_free);
 }
 
 void Replay::meminfo(const format::MemInfoRecord& r) {
@@ -340,9 +387,11 @@ void Replay::marker(const format::MarkerRecord& r) {
       break;
     case format::MarkerKind::kRangePush:
       c.regions.push(r);
+      if (r.name == kBackwardRange) c.backward_begins();
       break;
     case format::MarkerKind::kRangePop:
       c.regions.pop(r);
+      if (r.name == kBackwardRange) c.categories.backward_ends();
       break;
     default:
       break;
@@ -365,6 +414,7 @@ void Replay::torch(const format::TorchEventRecord& r) {
     case format::TorchAction::kSegmentMap:
       if (r.action == format::TorchAction::kSegmentAlloc) ++t.segment_allocs;
       c.devices.segment_alloc(r);
+      c.categories.point(r.time_ns, c.live_device_bytes, c.devices);
       break;
     case format::TorchAction::kSegmentFree:
     case format::TorchAction::kSegmentUnmap:
@@ -374,6 +424,10 @@ void Replay::torch(const format::TorchEventRecord& r) {
     case format::TorchAction::kOom:
       ++t.ooms;
       if (c.devices.takes_ooms()) c.devices.torch_oom(r, c.torch_blocks(r.device));
+      c.categories_oom(r.time_ns, r.device, r.size, true, true, r.address);
+      return;
+    case format::TorchAction::kTag:
+      c.torch_tag(r);
       return;
     default:
       return;  // free_requested; later actions are ignored
@@ -439,6 +493,9 @@ const RegionTracker& Replay::regions() const {
 const std::vector<FailureEvent>& Replay::failures() const {
   return core_->failures.events();
 }
+const CategoryTracker& Replay::categories() const {
+  return core_->categories;
+}
 
 std::vector<LiveAlloc> Replay::live() const {
   const Core& c = *core_;
@@ -450,7 +507,10 @@ std::vector<LiveAlloc> Replay::live() const {
     out.push_back(c.expand(address, a));
   };
   for (const auto& table : c.live) table.for_each(add);
-  c.torch_live.for_each(add);
+  c.torch_live.for_each([&](uint64_t address, const Core::TorchRecord& a) {
+    add(address, a);
+    out.back().category = CategoryTracker::code_of(a.category);
+  });
   if (c.vmm.any_released()) [[unlikely]]
     c.attribute_to_mappings(out);
   std::sort(out.begin(), out.end(), [](const LiveAlloc& x, const LiveAlloc& y) {

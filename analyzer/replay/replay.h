@@ -6,14 +6,15 @@
 #include <memory>
 #include <vector>
 
+#include "findings/categories.h"
 #include "findings/devices.h"
 #include "findings/failures.h"
 #include "findings/growth_sampling.h"
 #include "findings/peaks.h"
 #include "findings/regions.h"
 #include "findings/timeline_tracker.h"
-#include "replay/model.h"
 #include "gpumemshim/format/records.h"
+#include "replay/model.h"
 
 namespace gpumemshim::analyzer {
 
@@ -29,6 +30,8 @@ struct LiveAlloc {
   bool torch_block = false;     // a tensor block of PyTorch's caching allocator (TorchEvent alloc)
   uint32_t site = 0;            // raw site index (Replay::sites())
   uint32_t region = kNoRegion;  // innermost expect_no_leak region open when it was allocated
+  // A tensor block's category: a format::TensorCategory value, 0 when none was told (a temporary).
+  uint8_t category = 0;
   // VMM physical memory released while still mapped is its mapping's: stack_id and api are the
   // cuMemMap's, and this the cuMemCreate's stack (0 otherwise).
   uint64_t created_stack_id = 0;
@@ -87,6 +90,7 @@ class Replay {
   const DeviceTracker& devices() const;
   const RegionTracker& regions() const;
   const std::vector<FailureEvent>& failures() const;
+  const CategoryTracker& categories() const;
 
  private:
   struct Core;  // replay_core.h: the live set's and the sites' cache-line layout

@@ -58,6 +58,13 @@ struct Replay::Core {
   // Live allocations by address, one table per address class (address_key.h): a key of the
   // address alone keeps each slot (key, record, generation, distance) within one cache line.
   using LiveRecords = LiveTable<uint64_t, LiveRecord, AddressHash>;
+  // A tensor block's record: its category in the slot's padding (a slot of the table stays one
+  // cache line).
+  struct TorchRecord : LiveRecord {
+    BlockCategory category;
+  };
+  static_assert(sizeof(TorchRecord) <= 40, "a tensor block's slot must stay within a cache line");
+  using TorchRecords = LiveTable<uint64_t, TorchRecord, AddressHash>;
 
   // The clock: every timed event passes here first, with the time buckets it closes.
   void at(uint64_t time_ns) {
@@ -111,6 +118,8 @@ struct Replay::Core {
   [[gnu::always_inline]] inline void forget(const LiveRecord& a);
   LiveAlloc expand(uint64_t address, const LiveRecord& a) const;
   TorchBlocks torch_blocks(int32_t device) const;  // the live tensor blocks of a device
+  void categories_oom(uint64_t time_ns, int32_t device, uint64_t requested, bool torch,
+                      bool has_device_free, uint64_t device_free);
 
   // Dispatch: the parts of the events.
   [[gnu::always_inline]] inline void alloc(const format::AllocRecord& r);
@@ -123,6 +132,8 @@ struct Replay::Core {
   void attribute_to_mappings(std::vector<LiveAlloc>& out) const;
   void torch_alloc(const format::TorchEventRecord& r);
   void torch_free(const format::TorchEventRecord& r);
+  void torch_tag(const format::TorchEventRecord& r);
+  void backward_begins();  // a "torch.backward" range opens (categories' activation candidates)
   void step(const format::MarkerRecord& r);
   // Memory over time, after an event that changed device or allocator bytes.
   [[gnu::always_inline]] void timeline_point(uint64_t time_ns) {
@@ -147,9 +158,10 @@ struct Replay::Core {
   RegionTracker regions;
   DeviceTracker devices;
   FailureLog failures;
+  CategoryTracker categories;
   // The live set.
   std::array<LiveRecords, kAddressClasses> live;
-  LiveRecords torch_live;  // tensor blocks by address
+  TorchRecords torch_live;  // tensor blocks by address
   VmmHandles vmm;          // which handle each mapping holds
   Summary summary;
   uint64_t live_device_bytes = 0;

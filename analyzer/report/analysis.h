@@ -1,6 +1,7 @@
 // The analysis of one loaded trace, and the entry points of the findings it assembles into a
 // ProcessReport (leaks.cpp, growth_sites.cpp, fragmentation.cpp, advice.cpp).
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ void group_survivors(const LoadedTrace& trace, StackView& stacks, std::vector<Si
 std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks);
 std::vector<DeviceFragmentation> find_fragmentation(const LoadedTrace& trace, StackView& stacks);
 std::vector<Advice> advise(const ProcessReport& p);
+// Memory by category (findings/categories.h); none without PyTorch's allocator events.
+std::optional<MemoryCategories> find_categories(const LoadedTrace& trace, StackView& stacks);
 // Advice that needs several processes: processes of one host sharing a device whose peaks add up
 // to nearly all of it get "memory-fraction" (appended to their own advice).
 void advise_shared_devices(Report& report);

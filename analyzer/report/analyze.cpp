@@ -166,6 +166,7 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   p.torch_peak_in_step_bytes = trace.replay.peaks().torch_in_step_bytes();
   p.peak_time_ns = trace.replay.peaks().time_ns();
   p.torch_peak_time_ns = trace.replay.peaks().torch_time_ns();
+  p.categories = find_categories(trace, stacks);
   p.advice = advise(p);
   if (options.timelines)
     p.timeline = build_timeline(trace, kMaxTimelineSamples, kTimelineTopSites, &stacks);

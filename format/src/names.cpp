@@ -38,6 +38,22 @@ std::string_view torch_action_name(TorchAction action) {
     case TorchAction::kSegmentMap: return "segment_map";
     case TorchAction::kSegmentUnmap: return "segment_unmap";
     case TorchAction::kOom: return "oom";
+    case TorchAction::kTag:
+      return "tag";
+  }
+  return "unknown";
+}
+
+std::string_view tensor_category_name(TensorCategory category) {
+  switch (category) {
+    case TensorCategory::kParameter:
+      return "parameter";
+    case TensorCategory::kGradient:
+      return "gradient";
+    case TensorCategory::kOptimizerState:
+      return "optimizer_state";
+    case TensorCategory::kActivation:
+      return "activation";
   }
   return "unknown";
 }

@@ -9,7 +9,9 @@ attaches it, and adds
   ``torch.optim.Optimizer.step``;
 - a range named ``torch.backward`` around ``torch.autograd.backward`` / ``torch.autograd.grad``:
   the analyzer gives allocations that autograd's device threads make inside it the stack of the
-  ``backward()`` call (those threads run no Python).
+  ``backward()`` call (those threads run no Python), and tells activations from it;
+- memory categories (_categories.py): parameters, gradients and optimizer state tagged at optimizer
+  construction, after each backward pass and after each step (GPUMEMSHIM_CATEGORIES=0: off).
 
 When ``torch.cuda`` is imported (before CUDA is initialised), ``set_per_process_memory_fraction`` is
 wrapped: each call, and at attach each device's fraction below 1, writes the attribute
@@ -108,8 +110,9 @@ def _on_cuda_initialised():
         import gpumemshim
 
         if gpumemshim._attach_torch(cuda_ready=True):
-            _add_step_hook(gpumemshim)
-            _wrap_backward(gpumemshim)
+            tagger = _tagger()
+            _add_step_hook(gpumemshim, tagger)
+            _wrap_backward(gpumemshim, tagger)
         _record_memory_fractions(gpumemshim)
     except Exception:
         pass
@@ -117,7 +120,16 @@ def _on_cuda_initialised():
         _initialising = False
 
 
-def _add_step_hook(gpumemshim):
+def _tagger():
+    try:
+        from gpumemshim import _categories
+
+        return _categories.install()
+    except Exception:
+        return None
+
+
+def _add_step_hook(gpumemshim, tagger=None):
     optimizer = sys.modules.get("torch.optim.optimizer")
     register = getattr(optimizer, "register_optimizer_step_post_hook", None)
     if register is None:
@@ -125,12 +137,14 @@ def _add_step_hook(gpumemshim):
         return
 
     def after_step(opt, args, kwargs):
+        if tagger is not None:
+            tagger.optimizer(opt)  # before the marker: the step's own blocks belong to it
         gpumemshim.step("optimizer.step")
 
     register(after_step)
 
 
-def _wrap_backward(gpumemshim):
+def _wrap_backward(gpumemshim, tagger=None):
     autograd = sys.modules.get("torch.autograd")
     if autograd is None:
         return
@@ -140,7 +154,7 @@ def _wrap_backward(gpumemshim):
     push, pop = api.range_push, api.range_pop
     name = b"torch.backward"
 
-    def wrap(fn):
+    def wrap(fn, gradients):
         import functools
 
         @functools.wraps(fn)
@@ -150,6 +164,8 @@ def _wrap_backward(gpumemshim):
                 return fn(*args, **kwargs)
             finally:
                 pop(name)
+                if gradients is not None:  # also when it ran out of memory: what it made stands
+                    gradients()
 
         traced.__gpumemshim_wrapped__ = True
         return traced
@@ -157,7 +173,8 @@ def _wrap_backward(gpumemshim):
     for attr in ("backward", "grad"):
         fn = getattr(autograd, attr, None)
         if fn is not None and not getattr(fn, "__gpumemshim_wrapped__", False):
-            setattr(autograd, attr, wrap(fn))
+            gradients = tagger.gradients if tagger is not None and attr == "backward" else None
+            setattr(autograd, attr, wrap(fn, gradients))
 
 
 _FRACTION = "set_per_process_memory_fraction"

@@ -5,16 +5,26 @@
 namespace fmtrec = gpumemshim::format;
 namespace shim = gpumemshim::shim;
 
+namespace {
+// The allocator's own actions; a tag comes only through gpumemshim_tensor_tag, whose category is
+// checked.
+bool allocator_action(int action) {
+  return action >= 1 && action <= fmtrec::kTorchActionMax &&
+         action != static_cast<int>(fmtrec::TorchAction::kTag);
+}
+}  // namespace
+
 GPUMEMSHIM_API void gpumemshim_torch_event(int action, int device, uint64_t address, uint64_t size,
                                            uint64_t stream) {
-  if (action < 1 || action > fmtrec::kTorchActionMax) return;
+  if (!allocator_action(action)) return;
   if (shim::recording_off()) return;
   shim::record_torch_event(static_cast<fmtrec::TorchAction>(action), device, stream, address, size);
 }
 
 GPUMEMSHIM_API void gpumemshim_torch_event_grad_fn(int action, int device, uint64_t address,
-                                                   uint64_t size, uint64_t stream, const char* grad_fn) {
-  if (action < 1 || action > fmtrec::kTorchActionMax) return;
+                                                   uint64_t size, uint64_t stream,
+                                                   const char* grad_fn) {
+  if (!allocator_action(action)) return;
   if (shim::recording_off()) return;
   shim::record_torch_event(static_cast<fmtrec::TorchAction>(action), device, stream, address, size,
                            grad_fn);
@@ -23,8 +33,15 @@ GPUMEMSHIM_API void gpumemshim_torch_event_grad_fn(int action, int device, uint6
 GPUMEMSHIM_API void gpumemshim_torch_event_walk(int action, int device, uint64_t address,
                                                 uint64_t size, uint64_t stream,
                                                 const char* grad_fn) {
-  if (action < 1 || action > fmtrec::kTorchActionMax) return;
+  if (!allocator_action(action)) return;
   if (shim::recording_off()) return;
   shim::record_torch_event(static_cast<fmtrec::TorchAction>(action), device, stream, address, size,
                            grad_fn, /*walk=*/true);
+}
+
+GPUMEMSHIM_API void gpumemshim_tensor_tag(int device, uint64_t address, int category) {
+  if (category < 1 || category > fmtrec::kTensorCategoryMax || address == 0) return;
+  if (shim::recording_off()) return;
+  shim::record_torch_event(fmtrec::TorchAction::kTag, device, 0, address,
+                           static_cast<uint64_t>(category));
 }

@@ -8,9 +8,9 @@
 
 #include "marker_api.h"
 
-// action: a format::TorchAction value (1 alloc, 2 free_requested, 3 free_completed,
-// 4 segment_alloc, 5 segment_free, 6 segment_map, 7 segment_unmap, 8 oom: address = device free
-// bytes). Other values are ignored. stream: the cudaStream_t as an integer.
+// action: a format::TorchAction value of the allocator (1 alloc, 2 free_requested,
+// 3 free_completed, 4 segment_alloc, 5 segment_free, 6 segment_map, 7 segment_unmap, 8 oom:
+// address = device free bytes). Other values are ignored. stream: the cudaStream_t as an integer.
 GPUMEMSHIM_API void gpumemshim_torch_event(int action, int device, uint64_t address, uint64_t size,
                                            uint64_t stream);
 
@@ -27,3 +27,10 @@ GPUMEMSHIM_API void gpumemshim_torch_event_grad_fn(int action, int device, uint6
 GPUMEMSHIM_API void gpumemshim_torch_event_walk(int action, int device, uint64_t address,
                                                 uint64_t size, uint64_t stream,
                                                 const char* grad_fn);
+
+// What the live tensor block at `address` (a storage's data pointer: the block the caching
+// allocator handed out) is to training: category is a format::TensorCategory value (1 parameter,
+// 2 gradient, 3 optimizer state, 4 activation saved for backward); other values are ignored. The
+// Python package calls it (gpumemshim/_categories.py) with the GIL held; like the calls above it
+// takes no lock, allocates nothing and records no stack. The tag holds until the block is freed.
+GPUMEMSHIM_API void gpumemshim_tensor_tag(int device, uint64_t address, int category);

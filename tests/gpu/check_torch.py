@@ -67,6 +67,44 @@ for mode in () if only_overhead else ("leak_loss", "keep_outputs", "clean"):
     advice = [a["id"] for a in rep.get("recommendations", [])]
     check(f"train_{mode}: advice {want}", want in advice and "set-to-none" not in advice, str(advice))
 
+# Memory by category at the peak (issue 22): parameters, gradients and AdamW's state as the model's
+# sizes say, activations seen; the categories add up to the peak; GPUMEMSHIM_CATEGORIES=0 tags
+# nothing.
+cat_script = here / "torch_categories.py"
+for name, env in () if only_overhead else (("categories", {}), ("categories_off", {"GPUMEMSHIM_CATEGORIES": "0"})):
+    r, traces = run(name, [sys.executable, cat_script, "6"], env)
+    rep = report(name, traces) if traces else None
+    check(f"{name}: runs", r.returncode == 0 and rep is not None, r.stderr[-800:])
+    if not rep:
+        continue
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    proc = rep["processes"][0]
+    cats = proc.get("categories") or {}
+    peak = (cats.get("peak") or {}).get("bytes", {})
+    print(f"   {name}: params {info['param_bytes']} at the peak {json.dumps(cats.get('peak'))} "
+          f"tags {cats.get('tags')} unmatched {cats.get('unmatched_tags')}")
+    print("   sites: " + json.dumps([(s["category"], s["bytes"], s["stack"][:1]) for s in cats.get("peak_sites", [])])[:1500])
+    p_bytes = info["param_bytes"]
+    if name == "categories_off":
+        check(f"{name}: no tags", cats.get("tags") == 0 and peak.get("parameter") == 0, json.dumps(cats.get("peak")))
+        continue
+    near = lambda v, want: abs(v - want) <= 0.01 * want + 64 * 1024  # noqa: E731 (block rounding)
+    check(f"{name}: parameters at the peak = the model's", near(peak.get("parameter", 0), p_bytes), str(peak))
+    check(f"{name}: gradients at the peak = the parameters", near(peak.get("gradient", 0), p_bytes), str(peak))
+    check(f"{name}: optimizer state at the peak = 2 x the parameters (AdamW)",
+          near(peak.get("optimizer_state", 0), 2 * p_bytes), str(peak))
+    check(f"{name}: activations at the peak", peak.get("activation", 0) > 0, str(peak))
+    check(f"{name}: the categories add up to the peak",
+          cats["peak"]["total_bytes"] == proc["summary"]["peak_bytes"],
+          f"{cats['peak']['total_bytes']} vs {proc['summary']['peak_bytes']}")
+    check(f"{name}: a window per step", cats.get("basis") == "steps" and len(cats.get("windows", [])) >= 6,
+          str(len(cats.get("windows", []))))
+    forward = site_line(cat_script, "forward")
+    acts = [s for s in cats.get("peak_sites", []) if s["category"] == "activation"]
+    check(f"{name}: an activation site in torch_categories.py", any(
+        f.get("file", "").endswith("torch_categories.py") for s in acts for f in s["stack"][:3]),
+        f"forward line {forward}: " + json.dumps([s["stack"][:2] for s in acts])[:800])
+
 # The allocator configurations with the bridge: expandable segments (SEGMENT_MAP events) and the
 # cudaMallocAsync backend (the bridge declines, runtime-level events stay).
 alloc = here / "torch_alloc.py"

@@ -2,6 +2,8 @@
 step of each kind, timed per step with torch.cuda.synchronize(), in a process of one configuration:
   alloc    allocation-bound: 200 chained 64x64 matmuls, forward and backward (~1200 tensor allocs)
   compute  compute-bound: 4 chained 8192x8192 bf16 matmuls, forward and backward
+  optim    a training step of 100 Linear(64, 64) layers with AdamW (zero_grad, forward, backward,
+           step): what the memory categories' tags cost (GPUMEMSHIM_CATEGORIES=0 against 1)
 Configurations (the driver, run_overhead.py, starts one process per configuration and round):
   base (nothing), shim (run under LD_PRELOAD=libgpumemshim.so: bridge + Python stacks),
   torch (torch.cuda.memory._record_memory_history(stacks="python")).
@@ -22,6 +24,10 @@ torch.manual_seed(0)
 if kind == "alloc":
     weights = [torch.randn(64, 64, device=dev, requires_grad=True) for _ in range(200)]
     x0 = torch.randn(64, 64, device=dev)
+elif kind == "optim":
+    model = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(100)]).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x0 = torch.randn(64, 64, device=dev)
 else:
     weights = [torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16, requires_grad=True)
                for _ in range(4)]
@@ -29,6 +35,11 @@ else:
 
 
 def step():
+    if kind == "optim":
+        opt.zero_grad(set_to_none=True)
+        model(x0).sum().backward()
+        opt.step()
+        return
     x = x0
     for w in weights:
         x = x @ w

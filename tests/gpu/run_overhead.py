@@ -1,6 +1,8 @@
 """Drives overhead.py: configurations interleaved round by round in one run (base, shim, torch,
 base, shim, torch, ...), each a fresh process; prints a table of the median of the per-process
-step medians and the overhead against base. Usage: run_overhead.py SHIM OUT.json [ROUNDS STEPS]"""
+step medians and the overhead against base. shim-nocat is the shim with GPUMEMSHIM_CATEGORIES=0: the
+memory categories' tags cost shim minus shim-nocat (kind optim has an optimizer to tag).
+Usage: run_overhead.py SHIM OUT.json [ROUNDS STEPS]"""
 import json
 import os
 import pathlib
@@ -15,15 +17,18 @@ script = pathlib.Path(__file__).parent / "overhead.py"
 tdir = out.parent / "overhead-traces"
 tdir.mkdir(parents=True, exist_ok=True)
 results = []
-for kind in ("alloc", "compute"):
+KINDS = ("alloc", "compute", "optim")
+for kind in KINDS:
     for r in range(rounds):
-        for config in ("base", "shim", "torch", "shim-python"):
+        for config in ("base", "shim", "torch", "shim-python", "shim-nocat"):
             env = dict(os.environ)
             if config.startswith("shim"):
                 env["LD_PRELOAD"] = shim
                 env["GPUMEMSHIM_OUTPUT"] = str(tdir / f"{kind}.{r}.%p.trace")
             if config == "shim-python":  # Python stacks only: no native walk on autograd threads
                 env["GPUMEMSHIM_STACKS"] = "python"
+            if config == "shim-nocat":  # the memory categories' tags off (their cost: shim - this)
+                env["GPUMEMSHIM_CATEGORIES"] = "0"
             p = subprocess.run([sys.executable, str(script), kind, config.split("-")[0], str(steps)], env=env,
                                capture_output=True, text=True, timeout=600)
             if p.returncode != 0:
@@ -41,9 +46,10 @@ for kind in ("alloc", "compute"):
     else:
         results += [json.loads(l) for l in p.stdout.strip().splitlines() if l.startswith("{")]
 table = {}
-for kind in ("alloc", "compute"):
+for kind in KINDS:
     base = statistics.median(x["median_ms"] for x in results if x["kind"] == kind and x["config"] == "base")
-    for config in ("base", "shim", "shim-python", "torch", "in-process base", "in-process shim", "in-process torch"):
+    for config in ("base", "shim", "shim-nocat", "shim-python", "torch", "in-process base", "in-process shim",
+                   "in-process torch"):
         if config.startswith("in-process"):
             ref = [x["median_ms"] for x in results if x["kind"] == kind and x["config"] == "in-process base"]
             base = ref[0] if ref else base

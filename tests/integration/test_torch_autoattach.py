@@ -23,12 +23,12 @@ def script_line(name):
     raise AssertionError(f"no site {name!r} in {SCRIPT}")
 
 
-def train(run, *args, steps=3, pythonpath=None, via_record=False, **env):
+def train(run, *args, steps=3, pythonpath=None, via_record=False, script=SCRIPT, **env):
     settings = dict(PYTHONPATH=pythonpath or FAKE_TORCH, GPUMEMSHIM_TORCH_BRIDGE=BRIDGE,
                     FAKE_TORCH_BRIDGE=BRIDGE, FAKECUDART=CUDART)
     settings.update(env)
     e = base_env(**settings)
-    command = [sys.executable, str(SCRIPT), str(steps)]
+    command = [sys.executable, str(script), str(steps)]
     if via_record:
         ce = cli_env()
         ce.update({k: v for k, v in e.items() if k not in ("LD_PRELOAD",)})

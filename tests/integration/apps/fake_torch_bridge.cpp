@@ -78,3 +78,17 @@ extern "C" __attribute__((visibility("default"))) void fake_torch_block(size_t b
   fn(2, 0, kBlock, bytes, 0);  // free_requested
   fn(3, 0, kBlock, bytes, 0);  // free_completed
 }
+
+// A tensor block handed out and kept, and its release (the categories tests' tensors).
+extern "C" __attribute__((visibility("default"))) void fake_torch_alloc(uint64_t address,
+                                                                        size_t bytes) {
+  auto fn = reinterpret_cast<TorchEventFn>(dlsym(RTLD_DEFAULT, "gpumemshim_torch_event"));
+  if (fn) fn(1, 0, address, bytes, 0);
+}
+
+extern "C" __attribute__((visibility("default"))) void fake_torch_free(uint64_t address) {
+  auto fn = reinterpret_cast<TorchEventFn>(dlsym(RTLD_DEFAULT, "gpumemshim_torch_event"));
+  if (!fn) return;
+  fn(2, 0, address, 0, 0);
+  fn(3, 0, address, 0, 0);
+}

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -343,6 +344,76 @@ struct Timeline {
 // The reports list the first this many of Timeline::at_peak (and diff compares those).
 inline constexpr size_t kReportedPeakSites = 20;
 
+// What held device memory, by category (torch.profiler's memory timeline's, with no change to the
+// program): PyTorch's tensor blocks by what they are to training (told by the Python package's tags
+// and the backward passes it marks), the caching allocator's cache (reserved, not allocated), and
+// device memory outside PyTorch's allocator (the CUDA context's allocations, cuBLAS/cuDNN
+// workspaces, NCCL, other libraries). Values are indexes of CategoryBytes::bytes.
+enum class MemoryCategory : uint8_t {
+  kParameter,
+  kGradient,
+  kOptimizerState,
+  kActivation,  // saved for backward
+  kTemporary,   // every other tensor block
+  kAllocatorCache,
+  kOutsideTorch,
+};
+inline constexpr size_t kMemoryCategoryCount = 7;
+// "parameter", "gradient", "optimizer_state", "activation", "temporary", "allocator_cache",
+// "outside_torch".
+std::string_view memory_category_name(MemoryCategory category);
+
+// The categories at one moment. They add up to the live device memory the trace saw then, when the
+// trace saw every segment of the allocator; memory in use on the device that no allocation of the
+// trace explains is apart.
+struct CategoryBytes {
+  uint64_t time_ns = 0;
+  std::array<uint64_t, kMemoryCategoryCount> bytes{};
+  bool has_not_explained = false;  // a cudaMemGetInfo sample (or the OOM's free bytes) exists
+  uint64_t not_explained = 0;      // device used minus the live device memory the trace saw
+  uint64_t total() const;
+  uint64_t of(MemoryCategory c) const { return bytes[static_cast<size_t>(c)]; }
+};
+
+// At an out-of-memory: PyTorch's OOM, or a failed device allocation on a device without one.
+struct CategoryOom {
+  int32_t device = 0;
+  uint64_t requested = 0;
+  bool torch = false;
+  CategoryBytes at;  // that device's memory
+};
+
+// The highest point of device memory within a window of steps (basis "steps": first and last are
+// step numbers, the steps counted before the window) or of time (basis "time": first and last are
+// times in ns).
+struct CategoryWindow {
+  uint64_t first = 0;
+  uint64_t last = 0;
+  CategoryBytes at_peak;
+};
+
+// A call site holding tensor blocks of one category at the peak (the leak report's site id).
+struct CategorySite {
+  MemoryCategory category = MemoryCategory::kTemporary;
+  std::string id;
+  uint64_t bytes = 0;
+  std::vector<Frame> stack;
+};
+
+// Memory by category of one process with PyTorch's allocator events.
+struct MemoryCategories {
+  bool tagged = false;          // tags or marked backward passes: tensor categories are known
+  uint64_t tags = 0;            // tag events read
+  uint64_t unmatched_tags = 0;  // ... naming no live tensor block
+  CategoryBytes peak;           // at the device-memory peak (its moment holding most tensor bytes)
+  std::vector<CategorySite> peak_sites;  // per tensor category, its largest sites at the peak
+  std::vector<CategoryOom> ooms;         // in time order
+  std::string basis;                     // of windows: "steps" or "time"
+  std::vector<CategoryWindow> windows;   // in order; at most kMaxCategoryWindows
+};
+inline constexpr size_t kMaxCategoryWindows = 512;
+inline constexpr size_t kMaxCategorySites = 10;  // per category
+
 // A suppression entry (suppressions.h) with what it silenced.
 struct Suppression {
   std::string type;     // "leak", "growth", "retained" or "fragmentation"
@@ -404,6 +475,7 @@ struct ProcessReport {
   uint64_t markers_dropped = 0;          // markers not kept
   std::vector<SiteBytes> peak_sites;     // what each site held at this process's peak
   std::optional<Timeline> timeline;      // made when AnalyzeOptions::timelines asks for it
+  std::optional<MemoryCategories> categories;  // with PyTorch's allocator events
 };
 
 // A trace left out because another one given is the same recording: the same file (a path given

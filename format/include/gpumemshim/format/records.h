@@ -104,8 +104,20 @@ enum class TorchAction : uint8_t {
   kSegmentMap = 6,     // expandable segments: a range mapped
   kSegmentUnmap = 7,   // ... and unmapped
   kOom = 8,            // the allocator raised OutOfMemoryError: address = device free bytes
+  kTag = 9,            // what a live tensor block is to training: address = the block (a storage's
+                       // data pointer), size = a TensorCategory (the Python package's tags)
 };
-inline constexpr uint8_t kTorchActionMax = 8;
+inline constexpr uint8_t kTorchActionMax = 9;
+
+// What a tensor block is to a training step (TorchAction::kTag's size). Values are part of the
+// format: append only; readers ignore tags of a category they do not know.
+enum class TensorCategory : uint8_t {
+  kParameter = 1,
+  kGradient = 2,
+  kOptimizerState = 3,
+  kActivation = 4,  // saved for backward
+};
+inline constexpr uint8_t kTensorCategoryMax = 4;
 
 enum class MarkerKind : uint8_t { kMark = 1, kStep = 2, kRangePush = 3, kRangePop = 4 };
 
@@ -268,6 +280,7 @@ struct StackLabelRecord {
 
 std::string_view api_name(Api api);
 std::string_view torch_action_name(TorchAction action);
+std::string_view tensor_category_name(TensorCategory category);
 std::string_view memory_kind_name(MemoryKind kind);
 std::string_view marker_kind_name(MarkerKind kind);
 

@@ -1,0 +1,198 @@
+"""What tensor blocks are to training, for the analyzer's memory by category (zero code change).
+
+Installed by _autoattach.py once the torch bridge is attached. It tells the shim, through
+``gpumemshim_tensor_tag`` (a TorchEvent record of action tag, docs/trace-format.md), which CUDA
+tensor blocks are
+
+- parameters: the ``param_groups`` of every ``torch.optim`` optimizer, when the optimizer is made
+  (``Optimizer.__init__`` is wrapped) and after its steps;
+- gradients: the ``.grad`` of those parameters after every backward pass (one that runs out of
+  memory included) and after the optimizer's steps;
+- optimizer state: the tensors of ``optimizer.state`` after its steps.
+
+After an optimizer's first FULL_STEPS steps only every FULL_EVERY-th step looks at all of them
+again (every backward pass still looks at the gradients): parameters and state live long, so a
+block swapped in between is told at the next look and counts from its allocation all the same,
+and a look costs a few Python calls per tensor.
+
+A block is named by its storage's data pointer, the block the caching allocator handed out; the
+analyzer applies a tag to the block live there for its whole life, so a tag that comes late still
+counts from the block's allocation on. A tensor already told with the same storage and category is
+skipped (its identity held by a weak reference: a new tensor at a reused address is told again).
+
+Activations saved for backward are not tagged here: the analyzer takes them from the backward
+passes _autoattach.py marks (findings/categories.h). Saved-tensor hooks would name them exactly,
+but pushed as defaults for the whole program they change it: torch.func.grad, vjp, jacrev and
+hessian refuse to run under them, a pack hook that returns its input keeps a saved output alive
+through a reference cycle (one that returns a detached copy costs a tensor per saved tensor), and
+every saved tensor then costs a Python call in forward and another, under the GIL, on autograd's
+device threads in backward.
+
+GPUMEMSHIM_CATEGORIES=0 turns all of this off. Nothing here raises into the program.
+"""
+
+import os
+import sys
+import weakref
+
+PARAMETER = 1
+GRADIENT = 2
+OPTIMIZER_STATE = 3
+ACTIVATION = 4
+
+FULL_STEPS = 4
+FULL_EVERY = 8
+
+
+def enabled():
+    return os.environ.get("GPUMEMSHIM_CATEGORIES", "1").strip() != "0"
+
+
+class Tagger:
+    """Tells the shim what CUDA tensor blocks are, each once.
+
+    tag(device, address, category) is the shim's gpumemshim_tensor_tag; tensor_type the class of
+    tensors (torch.Tensor) that optimizer state is searched for."""
+
+    _MIN_PRUNE = 1024
+
+    def __init__(self, tag, tensor_type):
+        self._tag = tag
+        self._tensor_type = tensor_type
+        self._seen = {}  # id(tensor) -> (weak reference, data_ptr, category)
+        self._prune_at = self._MIN_PRUNE
+        self._optimizers = weakref.WeakSet()
+        self._steps = weakref.WeakKeyDictionary()  # optimizer -> steps seen
+
+    def tensor(self, t, category):
+        """Tags the block of t unless it was told already; never raises."""
+        try:
+            key = id(t)
+            ptr = t.data_ptr()
+            seen = self._seen.get(key)
+            if seen is not None and seen[1] == ptr and seen[2] == category and seen[0]() is t:
+                return
+            if not ptr or not t.is_cuda:
+                return
+            base = _storage_address(t)
+            if not base:
+                return
+            self._tag(t.get_device(), base, category)
+            self._seen[key] = (weakref.ref(t), ptr, category)
+            if len(self._seen) > self._prune_at:
+                self._prune()
+        except Exception:
+            pass
+
+    def optimizer(self, opt):
+        """Parameters, gradients and state of one optimizer, after its step (see FULL_EVERY)."""
+        try:
+            self._optimizers.add(opt)
+            steps = self._steps.get(opt, 0) + 1
+            self._steps[opt] = steps
+            if steps > FULL_STEPS and steps % FULL_EVERY != 0:
+                return
+            tensor, tensor_type = self.tensor, self._tensor_type
+            state = getattr(opt, "state", None)
+            get = getattr(state, "get", None)  # not state[p]: a defaultdict would grow an entry
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    tensor(p, PARAMETER)
+                    grad = p.grad
+                    if grad is not None:
+                        tensor(grad, GRADIENT)
+                    entry = get(p) if get is not None else None
+                    if entry:
+                        for value in entry.values():
+                            if isinstance(value, tensor_type):
+                                tensor(value, OPTIMIZER_STATE)
+        except Exception:
+            pass
+
+    def new_optimizer(self, opt):
+        """An optimizer just made: its parameters (before any step tells them)."""
+        try:
+            self._optimizers.add(opt)
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    self.tensor(p, PARAMETER)
+        except Exception:
+            pass
+
+    def gradients(self):
+        """The gradients of every known optimizer's parameters (after a backward pass)."""
+        try:
+            for opt in list(self._optimizers):
+                for group in opt.param_groups:
+                    for p in group["params"]:
+                        grad = p.grad
+                        if grad is not None:
+                            self.tensor(grad, GRADIENT)
+        except Exception:
+            pass
+
+    def _prune(self):
+        self._seen = {k: v for k, v in self._seen.items() if v[0]() is not None}
+        self._prune_at = max(self._MIN_PRUNE, 2 * len(self._seen))
+
+
+def _storage_address(t):
+    """The data pointer of t's storage (the block), 0 when there is none to name."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:
+        local = getattr(t, "_local_tensor", None)  # a DTensor: its shard on this rank
+        if local is not None and local is not t:
+            return _storage_address(local)
+        return 0
+
+
+def _shim_tag():
+    """The shim's gpumemshim_tensor_tag through ctypes, or None without it."""
+    try:
+        import ctypes
+
+        fn = ctypes.CDLL(None).gpumemshim_tensor_tag
+        fn.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_int]
+        fn.restype = None
+        return fn
+    except (ImportError, AttributeError, OSError):
+        return None
+
+
+def install(tag=None):
+    """A Tagger for this process, with torch.optim.Optimizer's constructor wrapped to tell each new
+    optimizer's parameters; None when categories are off, torch is not loaded or the shim is
+    absent. tag: the shim's entry point (tests pass their own)."""
+    if not enabled():
+        return None
+    torch = sys.modules.get("torch")
+    tensor_type = getattr(torch, "Tensor", None)
+    if tensor_type is None:
+        return None
+    tag = tag or _shim_tag()
+    if tag is None:
+        return None
+    tagger = Tagger(tag, tensor_type)
+    _wrap_optimizer_init(tagger)
+    return tagger
+
+
+def _wrap_optimizer_init(tagger):
+    optimizer = sys.modules.get("torch.optim.optimizer")
+    cls = getattr(optimizer, "Optimizer", None)
+    init = getattr(cls, "__init__", None)
+    if init is None or getattr(init, "__gpumemshim_wrapped__", False):
+        return
+    import functools
+
+    @functools.wraps(init)
+    def wrapped(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        tagger.new_optimizer(self)
+
+    wrapped.__gpumemshim_wrapped__ = True
+    try:
+        cls.__init__ = wrapped
+    except Exception:
+        pass
