@@ -1,11 +1,12 @@
 // Everything from a trace (file names, functions, command lines, marker names) goes through
 // html_escape: a trace is untrusted input and the report is opened in a browser.
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "gpumemshim/analyzer/render.h"
 #include "gpumemshim/analyzer/units.h"
+#include "render/accounting_render.h"
 #include "render/escape.h"
 #include "render/html_chart.h"
 #include "render/json_parts.h"
@@ -140,6 +141,7 @@ std::string process_section(const ProcessReport& p) {
   out += bytes_cell(s.peak_bytes) + bytes_cell(s.leaked_bytes);
   out += fmt::format("<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr></table>\n",
                      s.allocations, s.frees, s.failed_allocations, s.steps);
+  out += accounting_html(p.accounting);
   if (p.timeline) out += timeline_section(*p.timeline);
   return out;
 }

@@ -8,6 +8,10 @@
 
 namespace gpumemshim::analyzer {
 
+namespace {
+constexpr uint32_t kOutOfMemory = 2;  // cudaErrorMemoryAllocation == CUDA_ERROR_OUT_OF_MEMORY
+}  // namespace
+
 // ---- Raw sites ----
 
 inline uint32_t Replay::Core::site_of(const RawSite& s, int32_t device) {
@@ -321,6 +325,8 @@ void Replay::failed(const format::AllocFailedRecord& r) {
   c.at(r.time_ns);
   ++c.summary.failed_allocations;
   c.devices.failure(c.failures.failed(r, c.live_device_bytes));
+  if (r.error == kOutOfMemory && is_device_memory_kind(r.kind))
+    c.accounting.oom(r.time_ns, r.device);
 }
 
 void Replay::meminfo(const format::MemInfoRecord& r) {
@@ -328,6 +334,12 @@ void Replay::meminfo(const format::MemInfoRecord& r) {
   c.at(r.time_ns);
   c.failures.meminfo(r);
   c.devices.meminfo(r);
+  c.accounting.meminfo(r, c.live_on(r.device), c.peaks.time_ns());
+}
+
+void Replay::process_memory(const format::ProcessMemoryRecord& r) {
+  Core& c = *core_;
+  c.accounting.process_memory(r, c.live_on(r.device), c.peaks.time_ns());
 }
 
 void Replay::marker(const format::MarkerRecord& r) {
@@ -373,6 +385,7 @@ void Replay::torch(const format::TorchEventRecord& r) {
       break;
     case format::TorchAction::kOom:
       ++t.ooms;
+      c.accounting.oom(r.time_ns, r.device);
       if (c.devices.takes_ooms()) c.devices.torch_oom(r, c.torch_blocks(r.device));
       return;
     default:
@@ -438,6 +451,9 @@ const RegionTracker& Replay::regions() const {
 }
 const std::vector<FailureEvent>& Replay::failures() const {
   return core_->failures.events();
+}
+const AccountingTracker& Replay::accounting() const {
+  return core_->accounting;
 }
 
 std::vector<LiveAlloc> Replay::live() const {

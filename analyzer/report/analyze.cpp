@@ -3,6 +3,7 @@
 #include <optional>
 #include <string_view>
 
+#include "findings/accounting.h"
 #include "findings/advice.h"
 #include "findings/fragmentation.h"
 #include "findings/growth_sites.h"
@@ -159,6 +160,7 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   p.torch_peak_in_step_bytes = trace.replay.peaks().torch_in_step_bytes();
   p.peak_time_ns = trace.replay.peaks().time_ns();
   p.torch_peak_time_ns = trace.replay.peaks().torch_time_ns();
+  p.accounting = find_accounting(trace);
   p.advice = advise(p);
   if (options.timelines)
     p.timeline = build_timeline(trace, kMaxTimelineSamples, kTimelineTopSites, &stacks);
