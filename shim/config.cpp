@@ -56,6 +56,12 @@ Config read_config() {
     if (!std::strcmp(v, "1")) c.disabled = true;
     else if (std::strcmp(v, "0") && *v) log_warn("GPUMEMSHIM_DISABLE=%s is not 0 or 1; recording stays on", v);
   }
+  if (const char* v = std::getenv("GPUMEMSHIM_NVML")) {
+    if (!std::strcmp(v, "0"))
+      c.nvml = false;
+    else if (std::strcmp(v, "1") && *v)
+      log_warn("GPUMEMSHIM_NVML=%s is not 0 or 1; NVML sampling stays on", v);
+  }
   return c;
 }
 

@@ -14,6 +14,7 @@ struct Config {
   uint32_t depth = 64;
   LogLevel log_level = LogLevel::kWarn;
   bool disabled = false;
+  bool nvml = true;  // sample NVML's view of the process's device memory (nvml/nvml_sampler.h)
 };
 
 inline constexpr uint32_t kMaxDepth = 256;

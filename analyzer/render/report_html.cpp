@@ -1,11 +1,12 @@
 // Everything from a trace (file names, functions, command lines, marker names) goes through
 // html_escape: a trace is untrusted input and the report is opened in a browser.
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "gpumemshim/analyzer/render.h"
 #include "gpumemshim/analyzer/units.h"
+#include "render/accounting_render.h"
 #include "render/escape.h"
 #include "render/html_chart.h"
 #include "render/json_parts.h"
@@ -195,6 +196,7 @@ std::string process_section(const ProcessReport& p) {
     out += fmt::format(
         "<p class=\"muted\">library memory (handles, workspaces; not leaks): {} in {}</p>\n",
         esc(human_bytes(s.library_bytes)), esc(plural(s.library_allocations, "allocation")));
+  out += accounting_html(p.accounting);
   if (p.timeline) out += timeline_section(*p.timeline);
   if (p.categories) out += categories_section(*p.categories);
   return out;

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "gpumemshim/analyzer/render.h"
+#include "render/accounting_render.h"
 #include "render/json_parts.h"
 #include "render/sites.h"
 
@@ -227,6 +228,7 @@ json process_json(const ProcessReport& p) {
           {"summary", std::move(process_summary)},
           {"devices", std::move(devices)},
           {"attributes", std::move(attributes)}};
+  o["accounting"] = accounting_json(p.accounting);
   if (p.timeline) o["timeline"] = timeline_json(*p.timeline);
   if (p.categories) o["categories"] = categories_json(*p.categories);
   return o;

@@ -3,6 +3,7 @@
 
 #include "gpumemshim/analyzer/render.h"
 #include "gpumemshim/analyzer/units.h"
+#include "render/accounting_render.h"
 #include "render/sites.h"
 
 namespace gpumemshim::analyzer {
@@ -260,6 +261,7 @@ std::string report_text(const Report& report) {
     summary_text(out, p.summary, "   ");
     out += fmt::format("   markers: {} (steps: {}, ranges: {})\n", p.summary.markers, p.summary.steps,
                        p.summary.ranges);
+    out += accounting_text(p.accounting);
     out += "\n";
     for (const SiteGroup& g : p.leaks) {
       std::string label = g.kind == "cached"     ? "CACHED (allocator segment)"

@@ -25,6 +25,8 @@ const char* type_name(uint8_t t) {
     case format::RecordType::kTorchEvent: return "torch event (caching allocator)";
     case format::RecordType::kStackLabel: return "stack label (grad_fn)";
     case format::RecordType::kFlush: return "flush mark";
+    case format::RecordType::kProcessMemory:
+      return "process memory (NVML samples)";
   }
   return nullptr;
 }

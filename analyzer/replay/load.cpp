@@ -42,6 +42,7 @@ class TimedReplay {
     attributed(r, [this](const fmtr::AllocFailedRecord& a) { t_.replay.failed(a); });
   }
   void operator()(const fmtr::MemInfoRecord& r) { t_.replay.meminfo(r); }
+  void operator()(const fmtr::ProcessMemoryRecord& r) { t_.replay.process_memory(r); }
   void operator()(const fmtr::MarkerRecord& r) {
     t_.markers.add(r);
     backward_.marker(r);
@@ -208,6 +209,7 @@ class Loader final : public fmtr::TraceSink {
   void torch(const fmtr::TorchEventRecord& r) override { timed(r); }
   void failed(const fmtr::AllocFailedRecord& r) override { timed(r); }
   void meminfo(const fmtr::MemInfoRecord& r) override { timed(r); }
+  void process_memory(const fmtr::ProcessMemoryRecord& r) override { timed(r); }
   void marker(const fmtr::MarkerRecord& r) override { timed(r); }
 
   // The streaming read failed: everything starts over, the replay on this thread, with every

@@ -366,8 +366,10 @@ void Replay::failed(const format::AllocFailedRecord& r) {
   ++c.summary.failed_allocations;
   const FailureEvent& f = c.failures.failed(r, c.live_device_bytes);
   c.devices.failure(f);
-  if (f.error == kOutOfMemory && is_device_memory_kind(f.kind))
+  if (f.error == kOutOfMemory && is_device_memory_kind(f.kind)) {
     c.categories_oom(f.time_ns, f.device, f.size, false, f.has_meminfo, f.meminfo_free);
+    c.accounting.oom(f.time_ns, f.device);
+  }
 }
 
 void Replay::meminfo(const format::MemInfoRecord& r) {
@@ -375,6 +377,12 @@ void Replay::meminfo(const format::MemInfoRecord& r) {
   c.at(r.time_ns);
   c.failures.meminfo(r);
   c.devices.meminfo(r);
+  c.accounting.meminfo(r, c.live_on(r.device), c.peaks.time_ns());
+}
+
+void Replay::process_memory(const format::ProcessMemoryRecord& r) {
+  Core& c = *core_;
+  c.accounting.process_memory(r, c.live_on(r.device), c.peaks.time_ns());
 }
 
 void Replay::marker(const format::MarkerRecord& r) {
@@ -423,6 +431,7 @@ void Replay::torch(const format::TorchEventRecord& r) {
       break;
     case format::TorchAction::kOom:
       ++t.ooms;
+      c.accounting.oom(r.time_ns, r.device);
       if (c.devices.takes_ooms()) c.devices.torch_oom(r, c.torch_blocks(r.device));
       c.categories_oom(r.time_ns, r.device, r.size, true, true, r.address);
       return;
@@ -495,6 +504,10 @@ const std::vector<FailureEvent>& Replay::failures() const {
 }
 const CategoryTracker& Replay::categories() const {
   return core_->categories;
+}
+
+const AccountingTracker& Replay::accounting() const {
+  return core_->accounting;
 }
 
 std::vector<LiveAlloc> Replay::live() const {

@@ -18,6 +18,8 @@
 
 namespace gpumemshim::analyzer {
 
+class AccountingTracker;  // findings/accounting.h
+
 struct LiveAlloc {
   uint64_t address = 0;
   uint64_t size = 0;
@@ -63,6 +65,9 @@ class Replay {
   void meminfo(const format::MemInfoRecord& r);
   void marker(const format::MarkerRecord& r);
   void torch(const format::TorchEventRecord& r);
+  // NVML's view of the device memory (the shim's samples): not a program event, so it moves no
+  // clock (findings would otherwise depend on whether NVML was there).
+  void process_memory(const format::ProcessMemoryRecord& r);
   // A time seen besides the events' (the End record's).
   void seen_time(uint64_t t);
   // After the last event.
@@ -91,6 +96,7 @@ class Replay {
   const RegionTracker& regions() const;
   const std::vector<FailureEvent>& failures() const;
   const CategoryTracker& categories() const;
+  const AccountingTracker& accounting() const;
 
  private:
   struct Core;  // replay_core.h: the live set's and the sites' cache-line layout

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "findings/accounting.h"
 #include "replay/address_key.h"
 #include "replay/live_table.h"
 #include "replay/replay.h"
@@ -142,6 +143,12 @@ struct Replay::Core {
                    torch ? devices.allocated_bytes() : 0);
   }
   void finish();
+  // The live device bytes of one device now (for the device views' samples).
+  uint64_t live_on(int32_t device) const {
+    const std::vector<DeviceMemoryTrack>& all = devices.all();
+    const auto d = static_cast<size_t>(device);
+    return d < all.size() && all[d].seen ? all[d].live_device_bytes : 0;
+  }
 
   // The raw sites.
   std::vector<RawSite> sites;
@@ -159,6 +166,7 @@ struct Replay::Core {
   DeviceTracker devices;
   FailureLog failures;
   CategoryTracker categories;
+  AccountingTracker accounting;
   // The live set.
   std::array<LiveRecords, kAddressClasses> live;
   TorchRecords torch_live;  // tensor blocks by address

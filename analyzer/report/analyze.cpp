@@ -3,6 +3,7 @@
 #include <optional>
 #include <string_view>
 
+#include "findings/accounting.h"
 #include "findings/advice.h"
 #include "findings/fragmentation.h"
 #include "findings/growth_sites.h"
@@ -167,6 +168,7 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   p.peak_time_ns = trace.replay.peaks().time_ns();
   p.torch_peak_time_ns = trace.replay.peaks().torch_time_ns();
   p.categories = find_categories(trace, stacks);
+  p.accounting = find_accounting(trace);
   p.advice = advise(p);
   if (options.timelines)
     p.timeline = build_timeline(trace, kMaxTimelineSamples, kTimelineTopSites, &stacks);

@@ -199,6 +199,17 @@ bool decode(const RawRecord& raw, MemInfoRecord& o) {
   return !r.failed();
 }
 
+bool decode(const RawRecord& raw, ProcessMemoryRecord& o) {
+  auto r = reader(raw);
+  o.time_ns = r.varint();
+  o.device = static_cast<int32_t>(r.svarint());
+  o.flags = r.u8();
+  o.process_used_bytes = r.varint();
+  o.device_used_bytes = r.varint();
+  o.device_total_bytes = r.varint();
+  return !r.failed();
+}
+
 bool decode(const RawRecord& raw, MarkerRecord& o) {
   auto r = reader(raw);
   o.time_ns = r.varint(); o.thread_id = r.varint();

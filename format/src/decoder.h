@@ -123,6 +123,7 @@ bool decode(const RawRecord& r, AllocRecord& out);
 bool decode(const RawRecord& r, FreeRecord& out);
 bool decode(const RawRecord& r, AllocFailedRecord& out);
 bool decode(const RawRecord& r, MemInfoRecord& out);
+bool decode(const RawRecord& r, ProcessMemoryRecord& out);
 bool decode(const RawRecord& r, StackLabelRecord& out);
 bool decode(const RawRecord& r, TorchEventRecord& out);  // any action value (append-only)
 bool decode(const RawRecord& r, MarkerRecord& out);

@@ -44,6 +44,8 @@ bool record_decodes(const RawRecord& raw, std::vector<uint64_t>& frames,
     case RecordType::kTorchEvent: return decodes<TorchEventRecord>(raw);
     case RecordType::kAllocFailed: return decodes<AllocFailedRecord>(raw);
     case RecordType::kMemInfo: return decodes<MemInfoRecord>(raw);
+    case RecordType::kProcessMemory:
+      return decodes<ProcessMemoryRecord>(raw);
     case RecordType::kMarker: return decodes(raw, &MarkerRecord::name);
     case RecordType::kFlush: return decodes<FlushRecord>(raw);
     case RecordType::kEnd: return decodes<EndRecord>(raw);

@@ -43,6 +43,9 @@ class TimedDecoder {
       case RecordType::kTorchEvent: f(decode_or_throw<TorchEventRecord>(path_, raw)); break;
       case RecordType::kAllocFailed: f(decode_or_throw<AllocFailedRecord>(path_, raw)); break;
       case RecordType::kMemInfo: f(decode_or_throw<MemInfoRecord>(path_, raw)); break;
+      case RecordType::kProcessMemory:
+        f(decode_or_throw<ProcessMemoryRecord>(path_, raw));
+        break;
       case RecordType::kMarker: f(decode_or_throw<MarkerRecord>(path_, raw)); break;  // text checked when read
       default: break;  // only timed records are queued
     }
@@ -110,6 +113,7 @@ class TimedDelivery {
   }
   [[gnu::always_inline]] void operator()(const TorchEventRecord& r) { sink_.torch(r); }
   [[gnu::always_inline]] void operator()(const MemInfoRecord& r) { sink_.meminfo(r); }
+  void operator()(const ProcessMemoryRecord& r) { sink_.process_memory(r); }
   [[gnu::always_inline]] void operator()(const MarkerRecord& r) { sink_.marker(r); }
 
   // The counts by API into `c` (an API out of range counted as unknown, its bytes not).

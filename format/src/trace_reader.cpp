@@ -65,8 +65,10 @@ TimeAndStream time_and_stream(const RawRecord& raw) {
   }
   ByteReader r(raw.payload, raw.size, raw.readable_end);
   uint64_t time = r.varint();
-  // memory-info samples carry no thread: one stream of their own
-  uint64_t stream = raw.type == RecordType::kMemInfo ? UINT64_MAX : r.varint();
+  // memory samples carry no thread: a stream of their own per record type
+  if (raw.type == RecordType::kMemInfo) return {time, UINT64_MAX};
+  if (raw.type == RecordType::kProcessMemory) return {time, UINT64_MAX - 1};
+  uint64_t stream = r.varint();
   return {time, stream};
 }
 
@@ -78,6 +80,7 @@ bool is_timed(RecordType type) {
     case RecordType::kMemInfo:
     case RecordType::kMarker:
     case RecordType::kTorchEvent:
+    case RecordType::kProcessMemory:
       return true;
     default:
       return false;
@@ -366,6 +369,7 @@ class EventCollector final : public TraceSink {
   void torch(const TorchEventRecord& r) override { all.emplace_back(r); }
   void failed(const AllocFailedRecord& r) override { all.emplace_back(r); }
   void meminfo(const MemInfoRecord& r) override { all.emplace_back(r); }
+  void process_memory(const ProcessMemoryRecord& r) override { all.emplace_back(r); }
   void marker(const MarkerRecord& r) override { all.emplace_back(r); }
   void restart() override { all.clear(); }
 };

@@ -16,13 +16,14 @@
 #include "../boot/python_path.h"
 #include "../config.h"
 #include "../log.h"
+#include "../nvml/nvml_sampler.h"
 #include "../stack/native_stack.h"
 #include "../stack/python_stack.h"
 #include "block_writer.h"
 #include "clock.h"
 #include "flush_order.h"
-#include "in_flight.h"
 #include "gpumemshim/format/encoder.h"
+#include "in_flight.h"
 #include "thread_state.h"
 #include "trace_file.h"
 
@@ -111,15 +112,17 @@ bool reserve_ordered(size_t bytes) {
 
 // A periodic flush: from every ring, the records made by `cut`, merged by time, in one zstd block,
 // followed in the same block by `flush` (when given and any thread had records). The caller holds
-// g_ordered_lock. bounded: see SpinLock.
-void flush_in_time_order(uint64_t cut, const fmtrec::FlushRecord* flush, bool bounded) {
+// g_ordered_lock. bounded: see SpinLock. Returns whether a thread other than the caller had
+// records (the flusher's own are its NVML samples, not the program's activity).
+bool flush_in_time_order(uint64_t cut, const fmtrec::FlushRecord* flush, bool bounded) {
   OrderedFlush& o = g_ordered;
-  bool any = false;
+  bool any = false, others = false;
   size_t count = 0, used = 0;
   for (auto& slot : g_slots) {
     ThreadState* s = slot.load(std::memory_order_acquire);
     if (!s || s->ring.empty()) continue;
     any = true;
+    others |= s != t_state;
     if (!reserve_ordered(used + Ring::kCapacity)) {
       s->ring.drain(g_file.blocks(), bounded);
       continue;
@@ -151,6 +154,7 @@ void flush_in_time_order(uint64_t cut, const fmtrec::FlushRecord* flush, bool bo
     o.taken[i]->ring.unlock();
   }
   g_file.blocks().write_raw(mark, mark_size);  // no memory for the merge: the mark on its own
+  return others;
 }
 
 // The flusher's previous mark: the bound for a thread caught reading the clock (in_flight.h).
@@ -212,11 +216,15 @@ void wait_for_flush(uint32_t seen) {
 
 void* flusher_main(void*) {
   uint32_t seen = g_flush_wakes.load(std::memory_order_acquire);
+  bool active = true;  // the last flush took records of the program's threads
   for (;;) {
     wait_for_flush(seen);
     seen = g_flush_wakes.load(std::memory_order_acquire);  // a wake from now on: flush again soon
     if (!g_flusher_running.load(std::memory_order_acquire)) return nullptr;
     if (g_status.load(std::memory_order_acquire) != kRecording) continue;
+    // Before the cut, so that its samples go out with this flush; outside g_ordered_lock, which
+    // exit takes (NVML can be slow).
+    nvml_tick(active);
     // The cut: a record made by it is in this flush or an earlier one, unless its thread read the
     // clock before and buffered it after its ring was taken; the mark is early enough for those
     // (in_flight.h). So the analyzer can order everything up to a mark without waiting for more
@@ -225,7 +233,7 @@ void* flusher_main(void*) {
     const fmtrec::FlushRecord flush{mark_time(cut)};
     g_ordered_lock.lock();
     if (!g_ending.load(std::memory_order_acquire)) {
-      flush_in_time_order(cut, &flush, false);
+      active = flush_in_time_order(cut, &flush, false);
       g_file.write_new_modules();
     }
     g_ordered_lock.unlock();
@@ -277,6 +285,7 @@ void fork_child() {
     t_state->py_codes.clear();
   }
   g_file.forget_after_fork();  // and its writer: the child's first block is its own seq 0
+  nvml_after_fork_child();
   g_flusher_running.store(false);
   g_finalized.store(false);
   g_ending.store(false);
@@ -290,6 +299,7 @@ void read_config_once() {
     init_native_unwinder();
     pthread_key_create(&g_thread_key, on_thread_exit);
     pthread_atfork(fork_prepare, nullptr, fork_child);
+    nvml_configure(g_config.nvml);
     if (g_config.disabled) g_status.store(kOff);
     g_config_state.store(2, std::memory_order_release);
     return;
@@ -495,6 +505,9 @@ void record_alloc(Api api, MemoryKind kind, int device, uint64_t stream, uint64_
   if (!s) return;
   uint64_t stack = current_stack(s);
   emit(s, fmtrec::AllocRecord{record_time(s), s->thread_id, device, stream, api, kind, address, size, stack});
+  if (kind != MemoryKind::kPinnedHost && kind != MemoryKind::kMapping &&
+      kind != MemoryKind::kReservation)
+    note_device_memory(device);
 }
 
 void record_free(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t address) {
@@ -539,6 +552,18 @@ void record_mem_info(int device, uint64_t free_bytes, uint64_t total_bytes) {
   ThreadState* s = recording_thread();
   if (!s) return;
   emit(s, fmtrec::MemInfoRecord{record_time(s), device, free_bytes, total_bytes});
+}
+
+void record_process_memory(int device, MeasureFn measure, void* ctx) {
+  ThreadState* s = recording_thread();
+  if (!s) return;
+  fmtrec::ProcessMemoryRecord r;
+  r.time_ns = record_time(s);
+  r.device = device;
+  if (measure(ctx, r))
+    emit(s, r);
+  else
+    s->in_flight.end();
 }
 
 void record_marker(fmtrec::MarkerKind kind, const char* name) {

@@ -30,6 +30,11 @@ void record_mem_info(int device, uint64_t free_bytes, uint64_t total_bytes);
 // blocks whose native frames tell a library's own memory from the script's.
 void record_torch_event(format::TorchAction action, int device, uint64_t stream, uint64_t address,
                         uint64_t size, const char* grad_fn = nullptr, bool walk = false);
+// One sample of a device's memory as NVML sees it (nvml/nvml_sampler.cpp), from the flusher or
+// exit, never a hook: the record's time is read first, then measure(ctx, record) fills the rest
+// and says whether there is anything to write.
+using MeasureFn = bool (*)(void* ctx, format::ProcessMemoryRecord& out);
+void record_process_memory(int device, MeasureFn measure, void* ctx);
 // While paused no event is recorded (the program runs on untouched); see gpumemshim_pause.
 void set_paused(bool paused);
 void record_marker(format::MarkerKind kind, const char* name);

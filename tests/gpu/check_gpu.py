@@ -1,10 +1,12 @@
 """Runs the H200 scenarios under the shim and checks what the reports say. Prints one PASS/FAIL line
 per check and exits 1 if any failed. Called by run_all.sh."""
 import json
+import os
 import subprocess
 import sys
+import time
 
-from gpu_checks import MIB, check, finish, here, report, run, site_line, work
+from gpu_checks import MIB, check, finish, here, report, run, shim, site_line, work
 
 
 def api_counts(rep):
@@ -91,6 +93,56 @@ if rep:
     check(f"torch_python: 4 x 64 MiB segments pinned to torch_python_site.py:{py_line}",
           top.get("python") is True and top.get("file", "").endswith("torch_python_site.py")
           and top.get("line") == py_line, json.dumps([l["stack"][:3] for l in rep["leaks"]])[:1500])
+
+# 6: every byte accounted. While the process holds still, nvidia-smi lists its memory; the report's
+# NVML view of it at the end must be that figure (MiB, within a few), and the rest, beyond what the
+# trace explains, must be named, the CUDA context first. In a container NVML may list the process
+# under a pid of another namespace: the report then has the whole device's view, compared with
+# nvidia-smi's memory.used of the same GPU.
+def smi(query, key):
+    r = subprocess.run(["nvidia-smi", f"--query-{query}", "--format=csv,noheader,nounits"],
+                       capture_output=True, text=True)
+    rows = [[c.strip() for c in line.split(",")] for line in r.stdout.splitlines() if line.strip()]
+    return {key(row[0]): int(row[1]) for row in rows if len(row) == 2 and row[1].isdigit()}
+
+
+hold_dir = work / "traces" / "nvml_accounting"
+hold_dir.mkdir(parents=True, exist_ok=True)
+env = dict(os.environ, LD_PRELOAD=str(shim), GPUMEMSHIM_OUTPUT=str(hold_dir / "t.%p.trace"))
+proc = subprocess.Popen([sys.executable, here / "nvml_hold.py"], env=env, stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE, text=True)
+ready = proc.stdout.readline().split()
+time.sleep(2)  # idle: the shim samples about once a second
+apps = smi("compute-apps=pid,used_memory", int)
+gpus = smi("gpu=pci.bus_id,memory.used", str.upper)
+out, _ = proc.communicate("", timeout=300)
+print(f"   nvidia-smi: compute apps (pid: MiB) {apps}, GPUs (bus id: MiB used) {gpus}")
+check("nvml_accounting: ran", proc.returncode == 0 and ready[:1] == ["ready"], repr((ready, out)))
+rep = report("nvml_accounting", sorted(hold_dir.glob("*.trace*")))
+points = rep["processes"][0]["accounting"] if rep else []
+end = next((a for a in points if a["at"] == "end" and a["device"] == 0), None)
+check("nvml_accounting: an NVML view at the end", end is not None and end["source"].startswith("nvml"),
+      json.dumps(points)[:800])
+if end:
+    view_mib = end["device_view_bytes"] / MIB
+    print(f"   end: {json.dumps(end)}")
+    if proc.pid in apps:
+        check("nvml_accounting: the view of the process is nvidia-smi's",
+              end["source"] == "nvml" and abs(view_mib - apps[proc.pid]) <= 4,
+              f"{view_mib:.1f} MiB vs {apps[proc.pid]} MiB")
+    else:
+        bus = ready[1].upper() if len(ready) > 1 else "?"
+        print(f"   pid {proc.pid} not among nvidia-smi's compute apps: comparing GPU {bus}")
+        check("nvml_accounting: the whole device's view is nvidia-smi's",
+              end["source"] == "nvml_device" and bus in gpus and abs(view_mib - gpus[bus]) <= 64,
+              f"{view_mib:.1f} MiB vs {gpus.get(bus)} MiB")
+    check("nvml_accounting: the rest is not explained, the context named first",
+          end["not_explained_bytes"] > 0 and end["likely_owners"][:1] == ["CUDA context"],
+          json.dumps(end))
+    check("nvml_accounting: cuBLAS named among the owners",
+          any(o in end["likely_owners"] for o in ("cuBLAS", "cuBLASLt")), json.dumps(end["likely_owners"]))
+    check("nvml_accounting: view = traced + not explained",
+          end["device_view_bytes"] == end["traced_bytes"] + end["not_explained_bytes"], json.dumps(end))
 
 # 4: hook overhead on the real runtime: ns per cudaMalloc+cudaFree pair (1 MiB), interleaved runs.
 print("== overhead: ns per cudaMalloc+cudaFree pair of 1 MiB, median of 5 interleaved runs")

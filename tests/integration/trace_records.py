@@ -1,11 +1,12 @@
 """A trace's records as (type, time_ns) in file order, read with no help from the project's code
 (docs/trace-format.md): what the flush-mark checks walk, here and on the H200
-(tests/gpu/check_torch.py). Formats 1.1 and 2.0 (records after a 16-byte header) and 3.0 (a 32-byte
+(tests/gpu/check_torch.py). Formats 1.1 and 2.0 (records after a 16-byte header) and 3.x (a 32-byte
 header, then blocks: a 40-byte header and a raw or zstd payload of whole 2.0 records). The blocks'
 structure is checked; their XXH3 checksums are not (tests/unit/shim_blocks_test.cpp does)."""
 import struct
 
-TIMED = {4, 5, 6, 7, 8, 14}  # records whose payload starts with time_ns
+TIMED = {4, 5, 6, 7, 8, 14, 17}  # records whose payload starts with time_ns
+UNTHREADED = {7, 17}  # timed records without a thread: MemInfo, ProcessMemory (NVML samples)
 FIXED = {4, 5, 14}  # in a 2.x file: fixed layout, time_ns a u64 (little-endian) at offset 0
 FLUSH = 16
 ALLOC = 4
@@ -95,7 +96,7 @@ def _record_areas(path):
     """(fixed layout?, the byte strings that hold the records: the file after its header, or each
     block's payload)."""
     (major, minor), _, _ = header(path)
-    assert (major, minor) in {(1, 1), (2, 0), (3, 0)}, (major, minor)
+    assert (major, minor) in {(1, 1), (2, 0), (3, 0), (3, 1)}, (major, minor)
     if major == 3:
         return True, [b["payload"] for b in blocks(path)]
     return major >= 2, [path.read_bytes()[16:]]
@@ -123,7 +124,7 @@ def records(path, with_thread=False):
                 thread = int.from_bytes(data[payload + 8:payload + 12], "little")
             elif kind in TIMED or kind == FLUSH:
                 time, after = varint(data, payload)
-                if kind != FLUSH and kind != 7:  # every timed record but MemInfo: the thread next
+                if kind != FLUSH and kind not in UNTHREADED:  # the thread next
                     thread = varint(data, after)[0]
             else:
                 time = None

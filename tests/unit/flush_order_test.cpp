@@ -47,6 +47,9 @@ struct Batch {
                                      1, 2, 0});
   }
   void meminfo(uint64_t t) { put(bytes, gf::MemInfoRecord{t, 0, 1, 2}); }
+  void process_memory(uint64_t t) {
+    put(bytes, gf::ProcessMemoryRecord{t, 0, gf::kProcessUsedKnown, 1, 2, 3});
+  }
   void stack(uint64_t id) {
     uint64_t frames[2] = {0x401000, 0x402000 + thread};
     put(bytes, gf::StackRecord{id, 2, frames});
@@ -79,16 +82,17 @@ TEST(FlushOrder, RecordExtentReadsEveryTimedKindAndSkipsTheRest) {
   b.marker(30, "step");
   b.failed(40);
   b.meminfo(50);
+  b.process_memory(60);
   std::vector<Parsed> rs = parse(b.bytes.data(), b.bytes.size());
-  ASSERT_EQ(rs.size(), 6u);
+  ASSERT_EQ(rs.size(), 7u);
   std::vector<bool> timed;
   std::vector<uint64_t> times;
   for (const Parsed& r : rs) {
     timed.push_back(r.extent.timed);
     if (r.extent.timed) times.push_back(r.extent.time_ns);
   }
-  EXPECT_EQ(timed, (std::vector<bool>{true, false, true, true, true, true}));
-  EXPECT_EQ(times, (std::vector<uint64_t>{10, 20, 30, 40, 50}));
+  EXPECT_EQ(timed, (std::vector<bool>{true, false, true, true, true, true, true}));
+  EXPECT_EQ(times, (std::vector<uint64_t>{10, 20, 30, 40, 50, 60}));
   gf::RecordExtent e;
   EXPECT_FALSE(gf::record_extent(b.bytes.data(), rs[0].extent.size - 1, e)) << "a cut record";
 }

@@ -153,6 +153,43 @@ TEST(FormatRoundTrip, MemInfoMarkerDeviceAttributeEnd) {
   EXPECT_EQ(read_back<gf::FlushRecord>(t6, gf::RecordType::kFlush).time_ns, 50'000'123u);
 }
 
+// Format 3.1's NVML sample: every field, with and without this process's own figure.
+TEST(FormatRoundTrip, ProcessMemory) {
+  TraceBuilder t1(gf::kVersion2_0);  // records without blocks: read_back's reader reads them
+  t1.add(gf::ProcessMemoryRecord{123456789, 3, gf::kProcessUsedKnown, 700ull << 20, 60ull << 30,
+                                 141ull << 30});
+  auto m = read_back<gf::ProcessMemoryRecord>(t1, gf::RecordType::kProcessMemory);
+  EXPECT_EQ(m.time_ns, 123456789u);
+  EXPECT_EQ(m.device, 3);
+  EXPECT_TRUE(m.process_used_known());
+  EXPECT_EQ(m.process_used_bytes, 700ull << 20);
+  EXPECT_EQ(m.device_used_bytes, 60ull << 30);
+  EXPECT_EQ(m.device_total_bytes, 141ull << 30);
+
+  TraceBuilder t2(gf::kVersion1_1);  // the same payload in any version's file
+  t2.process_memory(-1, UINT64_MAX, UINT64_MAX, -1);
+  auto u = read_back<gf::ProcessMemoryRecord>(t2, gf::RecordType::kProcessMemory);
+  EXPECT_FALSE(u.process_used_known());
+  EXPECT_EQ(u.process_used_bytes, 0u);
+  EXPECT_EQ(u.device, -1);
+  EXPECT_EQ(u.device_used_bytes, UINT64_MAX);
+  EXPECT_EQ(u.device_total_bytes, UINT64_MAX);
+
+  // Cut anywhere, the payload is malformed.
+  uint8_t buf[160];  // the event encoder wants room for its largest payload
+  const size_t n = gf::encode(buf, sizeof buf, gf::ProcessMemoryRecord{1, 0, 1, 2, 3, 4});
+  ASSERT_GT(n, 2u);
+  for (size_t cut = 2; cut < n; ++cut) {
+    gf::RawRecord raw;
+    raw.type = gf::RecordType::kProcessMemory;
+    raw.payload = buf + 2;
+    raw.size = cut - 2;
+    raw.readable_end = raw.payload + raw.size;
+    gf::ProcessMemoryRecord o;
+    EXPECT_FALSE(gf::decode(raw, o)) << "cut at " << cut;
+  }
+}
+
 TEST(FormatReader, UnknownRecordTypeIsSkippable) {
   TraceBuilder t(gf::kVersion2_0);
   t.raw(200, "future payload").alloc(0x1000, 64);
@@ -532,9 +569,10 @@ TEST(FormatLayouts, FixedEncoderCapacity) {
   EXPECT_EQ(gf::encode(buf, 2 + gf::kFixedTorchEventSize, e), 2 + gf::kFixedTorchEventSize);
   EXPECT_EQ(gf::encode(buf, 0, a), 0u);
   uint8_t header[gf::kHeaderSizeV3];
-  ASSERT_EQ(gf::encode_header(header, sizeof header), gf::kHeaderSizeV3);  // the version written: 3.0
+  // The version written: 3.1.
+  ASSERT_EQ(gf::encode_header(header, sizeof header), gf::kHeaderSizeV3);
   EXPECT_EQ(header[8] | header[9] << 8, 3);
-  EXPECT_EQ(header[10] | header[11] << 8, 0);
+  EXPECT_EQ(header[10] | header[11] << 8, 1);
   EXPECT_EQ(gf::encode_header(header, gf::kHeaderSizeV3 - 1), 0u);
   ASSERT_EQ(gf::encode_header(header, sizeof header, gf::kVersion2_0), gf::kHeaderSize);
   EXPECT_EQ(header[8] | header[9] << 8, 2);

@@ -159,6 +159,28 @@ class TraceBuilder {
     r.time_ns = tick(); r.thread_id = 1; r.kind = kind; r.name = name;
     return add(r);
   }
+  // A ProcessMemory record (the shim's NVML sample, format 3.1): process_used < 0 when NVML did not
+  // list this process.
+  TraceBuilder& process_memory(int64_t process_used, uint64_t device_used, uint64_t total,
+                               int32_t device = 0) {
+    gf::ProcessMemoryRecord r;
+    r.time_ns = tick();
+    r.device = device;
+    r.flags = process_used >= 0 ? gf::kProcessUsedKnown : 0;
+    r.process_used_bytes = process_used >= 0 ? static_cast<uint64_t>(process_used) : 0;
+    r.device_used_bytes = device_used;
+    r.device_total_bytes = total;
+    return add(r);
+  }
+  // A MemInfo record (cudaMemGetInfo's answer).
+  TraceBuilder& meminfo(uint64_t free_bytes, uint64_t total, int32_t device = 0) {
+    gf::MemInfoRecord r;
+    r.time_ns = tick();
+    r.device = device;
+    r.free_bytes = free_bytes;
+    r.total_bytes = total;
+    return add(r);
+  }
   TraceBuilder& device(int32_t device, uint64_t total, std::string_view name = "Fake GPU") {
     gf::DeviceRecord r;
     r.device = device; r.total_bytes = total; r.name = name;

@@ -109,6 +109,35 @@ TEST(TraceReader, TimedEventsAreTheWholeHistoryInTimeOrder) {
   EXPECT_EQ(std::get<gf::FreeRecord>(events[2]).time_ns, 3000u);
 }
 
+// NVML samples (format 3.1) are timed events of a stream of their own: in time order with the
+// threads' events, to the sink's process_memory and in timed_events().
+TEST(TraceReader, ProcessMemorySamplesAreTimedEvents) {
+  TempDir dir;
+  TraceBuilder t = two_thread_batches();
+  t.add(gf::ProcessMemoryRecord{2500, 0, gf::kProcessUsedKnown, 11, 22, 33});
+  t.add(gf::ProcessMemoryRecord{500, 1, 0, 0, 44, 55});
+  const std::string path = t.write(dir.file("t.trace"));
+  class Samples final : public gf::TraceSink {
+   public:
+    std::vector<std::pair<uint64_t, int>> seen;  // time, device (-1: an allocation)
+    void alloc(const gf::AllocRecord& r) override { seen.emplace_back(r.time_ns, -1); }
+    void process_memory(const gf::ProcessMemoryRecord& r) override {
+      seen.emplace_back(r.time_ns, r.device);
+    }
+  } sink;
+  gf::TraceReader reader(path);
+  reader.read(sink);
+  using Seen = std::vector<std::pair<uint64_t, int>>;
+  EXPECT_EQ(sink.seen, (Seen{{500, 1}, {1000, -1}, {2000, -1}, {2500, 0}, {5000, -1}, {5000, -1}}));
+  EXPECT_EQ(reader.counts().by_type[static_cast<uint8_t>(gf::RecordType::kProcessMemory)], 2u);
+  EXPECT_EQ(reader.counts().unknown_records, 0u);
+  gf::TraceReader again(path);
+  std::vector<gf::TimedEvent> events = again.timed_events();
+  ASSERT_EQ(events.size(), 8u);
+  ASSERT_TRUE(std::holds_alternative<gf::ProcessMemoryRecord>(events[0]));
+  EXPECT_EQ(std::get<gf::ProcessMemoryRecord>(events[0]).device_total_bytes, 55u);
+}
+
 // Format 2.0: records without blocks.
 TEST(TraceReader, ATruncatedLastRecordEndsTheRead) {
   TempDir dir;

@@ -444,6 +444,27 @@ struct Integrity {
   bool truncated = false;
 };
 
+// Every byte accounted: the device's own view of the process's memory against what the trace
+// explains at the same moment (findings/accounting.cpp). The difference is memory held outside the
+// traced APIs, with the owners the trace gives evidence of.
+struct AccountingPoint {
+  std::string at;  // "peak" (the sample nearest the process's peak), "end", "oom"
+  int32_t device = 0;
+  uint64_t time_ns = 0;      // of the device's sample
+  std::string source;        // "nvml": NVML, this process (nvidia-smi's per-process figure);
+                             // "nvml_device": NVML, the whole device (this pid is not listed);
+                             // "meminfo": cudaMemGetInfo's total - free, the whole device
+  bool device_wide = false;  // the view includes other processes
+  uint64_t device_view_bytes = 0;
+  uint64_t device_total_bytes = 0;  // 0: unknown
+  uint64_t traced_bytes = 0;  // live device memory of this process on the device then, as traced
+  int64_t not_explained_bytes = 0;  // device view - traced; negative: the trace counts more
+  // When not_explained_bytes > 0: "CUDA context", then the GPU libraries the Module records show
+  // loaded ("cuBLAS", "NCCL", ...), "memory pools (cudaMallocAsync)" when the trace has
+  // stream-ordered allocations, then "other processes" for a device-wide view.
+  std::vector<std::string> likely_owners;
+};
+
 // Integrity from the reader's own value; version names unchecked traces ("unchecked (format 2)").
 Integrity integrity_of(const format::TraceIntegrity& t, format::Version version);
 
@@ -476,6 +497,8 @@ struct ProcessReport {
   std::vector<SiteBytes> peak_sites;     // what each site held at this process's peak
   std::optional<Timeline> timeline;      // made when AnalyzeOptions::timelines asks for it
   std::optional<MemoryCategories> categories;  // with PyTorch's allocator events
+  // Per device: peak, end, then OOMs; empty without a device view (no NVML, no cudaMemGetInfo).
+  std::vector<AccountingPoint> accounting;
 };
 
 // A trace left out because another one given is the same recording: the same file (a path given

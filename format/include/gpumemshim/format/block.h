@@ -58,7 +58,7 @@ inline uint64_t get64(const uint8_t* p) {
 }  // namespace detail
 
 // The 32-byte header of a format 3 file: magic, major, minor, flags 0, write_error 0, reserved 0.
-inline size_t encode_header_v3(uint8_t* out, size_t capacity, uint16_t minor = 0) {
+inline size_t encode_header_v3(uint8_t* out, size_t capacity, uint16_t minor = kVersionMinor) {
   if (capacity < kHeaderSizeV3) return 0;
   std::memset(out, 0, kHeaderSizeV3);
   std::memcpy(out, kMagic, 8);

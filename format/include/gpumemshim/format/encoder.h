@@ -23,7 +23,7 @@ inline size_t encode_header(uint8_t* out, size_t capacity, Version v) {
   out[10] = static_cast<uint8_t>(v.minor & 0xff); out[11] = static_cast<uint8_t>(v.minor >> 8);
   return size;
 }
-// The version this gpumemshim writes (3.0).
+// The version this gpumemshim writes (kVersion).
 inline size_t encode_header(uint8_t* out, size_t capacity) { return encode_header(out, capacity, kVersion); }
 
 namespace detail {
@@ -45,7 +45,8 @@ size_t frame(uint8_t* out, size_t capacity, RecordType type, Fill&& fill) {
   return h.size() + payload.size();
 }
 
-// Unchecked writes for the varint event records (AllocFailed, MemInfo; the hot records of 1.x).
+// Unchecked writes for the varint event records (AllocFailed, MemInfo, ProcessMemory; the hot
+// records of 1.x).
 // Their payloads are at most 80 bytes, so the length is one byte and no bounds check is needed
 // once 2 + 128 bytes are free.
 inline uint8_t* put_varint(uint8_t* p, uint64_t v) {
@@ -188,6 +189,17 @@ inline size_t encode(uint8_t* out, size_t cap, const MemInfoRecord& r) {
     p = detail::put_svarint(p, r.device);
     p = detail::put_varint(p, r.free_bytes);
     return detail::put_varint(p, r.total_bytes);
+  });
+}
+
+inline size_t encode(uint8_t* out, size_t cap, const ProcessMemoryRecord& r) {
+  return detail::event_frame(out, cap, RecordType::kProcessMemory, [&](uint8_t* p) {
+    p = detail::put_varint(p, r.time_ns);
+    p = detail::put_svarint(p, r.device);
+    *p++ = r.flags;
+    p = detail::put_varint(p, r.process_used_bytes);
+    p = detail::put_varint(p, r.device_used_bytes);
+    return detail::put_varint(p, r.device_total_bytes);
   });
 }
 

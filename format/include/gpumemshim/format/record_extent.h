@@ -13,8 +13,8 @@ namespace gpumemshim::format {
 
 struct RecordExtent {
   size_t size = 0;  // type byte, length varint and payload
-  bool timed =
-      false;  // an event with a time: Alloc, Free, AllocFailed, MemInfo, Marker, TorchEvent
+  // an event with a time: Alloc, Free, AllocFailed, MemInfo, Marker, TorchEvent, ProcessMemory
+  bool timed = false;
   uint64_t time_ns = 0;  // when timed
 };
 
@@ -36,7 +36,7 @@ inline bool record_extent(const uint8_t* p, size_t n, RecordExtent& out) {
       out.time_ns = fixed::load<uint64_t>(payload);
     }
   } else if (type == RecordType::kAllocFailed || type == RecordType::kMemInfo ||
-             type == RecordType::kMarker) {
+             type == RecordType::kMarker || type == RecordType::kProcessMemory) {
     ByteReader body(payload, static_cast<size_t>(length));
     out.time_ns = body.varint();
     out.timed = !body.failed();

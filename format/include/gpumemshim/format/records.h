@@ -9,10 +9,10 @@ namespace gpumemshim::format {
 inline constexpr char kMagic[8] = {'G', 'M', 'S', 'T', 'R', 'A', 'C', 'E'};
 // The version this gpumemshim writes. 1.1: Flush records. 2.0: the hot records (Alloc, Free,
 // TorchEvent) have fixed little-endian payloads (fixed_layout.h) instead of varints. 3.0: the 2.0
-// records in checksummed, optionally zstd-compressed blocks after a 32-byte header (block.h).
-// Readers read 1.x, 2.x and 3.x.
+// records in checksummed, optionally zstd-compressed blocks after a 32-byte header (block.h). 3.1:
+// adds the ProcessMemory record, which 3.0 readers skip. Readers read 1.x, 2.x and 3.x.
 inline constexpr uint16_t kVersionMajor = 3;
-inline constexpr uint16_t kVersionMinor = 0;
+inline constexpr uint16_t kVersionMinor = 1;
 inline constexpr size_t kHeaderSize = 16;  // formats 1 and 2; format 3's is kHeaderSizeV3 (block.h)
 
 struct Version {
@@ -44,6 +44,7 @@ enum class RecordType : uint8_t {
   kTorchEvent = 14,
   kStackLabel = 15,
   kFlush = 16,
+  kProcessMemory = 17,  // since 3.1
 };
 
 // Which API call made the event. Values are part of the format: append only.
@@ -276,6 +277,22 @@ struct TorchEventRecord {
 struct StackLabelRecord {
   uint64_t stack_id = 0;
   std::string_view label;
+};
+
+// The device's own view of this process's memory, sampled by the shim's flusher from NVML (since
+// 3.1): what nvidia-smi shows, to hold against what the trace explains.
+inline constexpr uint8_t kProcessUsedKnown = 1;  // flags bit 0: process_used_bytes was read
+struct ProcessMemoryRecord {
+  uint64_t time_ns = 0;
+  int32_t device = 0;  // the CUDA ordinal (as the process sees it, after CUDA_VISIBLE_DEVICES)
+  uint8_t flags = 0;   // kProcessUsedKnown
+  // This process's used memory on the device, as NVML lists it among the device's compute
+  // processes. Unknown (flag clear) when NVML does not list this pid: another pid namespace (a
+  // container) or a device that does not report per-process memory.
+  uint64_t process_used_bytes = 0;
+  uint64_t device_used_bytes = 0;  // every process's, and the driver's own
+  uint64_t device_total_bytes = 0;
+  bool process_used_known() const { return flags & kProcessUsedKnown; }
 };
 
 std::string_view api_name(Api api);

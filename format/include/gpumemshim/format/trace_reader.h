@@ -1,9 +1,10 @@
 // The one reader of trace files. It maps a trace, checks its header and every record's framing and
 // text, and delivers the decoded records to a TraceSink: the metadata records (process, devices,
 // modules, stacks, Python code and stacks, stack labels, attributes, End) in file order as they
-// are read, and the timed events (Alloc, Free, AllocFailed, MemInfo, Marker, TorchEvent) in time
-// order, ties in file order (the order of a stable sort by time). Flush records are the reader's
-// own (they bound the time order); records of types it does not know are counted and skipped.
+// are read, and the timed events (Alloc, Free, AllocFailed, MemInfo, Marker, TorchEvent,
+// ProcessMemory) in time order, ties in file order (the order of a stable sort by time). Flush
+// records are the reader's own (they bound the time order); records of types it does not know are
+// counted and skipped.
 //
 // Each thread's records are in time order in the file, but the shim writes per-thread buffers:
 // across threads a free can come after the next allocation of the same address. A read first
@@ -33,7 +34,7 @@ class TraceReadError : public std::runtime_error {
 
 // A timed record, decoded (TraceReader::timed_events).
 using TimedEvent = std::variant<AllocRecord, FreeRecord, TorchEventRecord, AllocFailedRecord,
-                                MemInfoRecord, MarkerRecord>;
+                                MemInfoRecord, MarkerRecord, ProcessMemoryRecord>;
 
 // What a read counted. Final once read() returns; a restarted read counts again from zero.
 struct TraceCounts {
@@ -118,6 +119,8 @@ class TraceSink {
   virtual void failed(const AllocFailedRecord&) {}
   virtual void meminfo(const MemInfoRecord&) {}
   virtual void marker(const MarkerRecord&) {}
+  // NVML's view of the process's device memory, sampled by the shim (format 3.1).
+  virtual void process_memory(const ProcessMemoryRecord&) {}
 
   // Everything delivered so far is void: the read starts over from the first record, holding every
   // event to the end of the file.

@@ -151,6 +151,7 @@ CUresult cuDriverGetVersion(int* driverVersion);
 CUresult cuDeviceGet(CUdevice* device, int ordinal);
 CUresult cuDeviceGetCount(int* count);
 CUresult cuDeviceGetName(char* name, int len, CUdevice dev);
+CUresult cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev);
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev);
 CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev);
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);

@@ -87,6 +87,30 @@ State load() {
       warn("FAKECUDA_FAIL_CODE", s);
   }
   if (const char* s = std::getenv("FAKECUDA_FAIL")) parse_rules(s, &st.rules);
+  auto flag = [](const char* name, bool& out) {
+    if (const char* s = std::getenv(name)) {
+      if (std::strcmp(s, "0") == 0 || std::strcmp(s, "1") == 0)
+        out = s[0] == '1';
+      else
+        warn(name, s);
+    }
+  };
+  auto number = [&](const char* name, std::uint64_t& out) {
+    if (const char* s = std::getenv(name)) {
+      if (parse_u64(s, &v))
+        out = v;
+      else
+        warn(name, s);
+    }
+  };
+  flag("FAKECUDA_NVML", st.cfg.nvml);
+  number("FAKECUDA_NVML_CONTEXT_BYTES", st.cfg.nvml_context_bytes);
+  number("FAKECUDA_NVML_OTHER_BYTES", st.cfg.nvml_other_bytes);
+  number("FAKECUDA_NVML_PID", st.cfg.nvml_pid);
+  flag("FAKECUDA_NVML_MIG", st.cfg.nvml_mig);
+  number("FAKECUDA_NVML_INIT_DELAY_MS", st.cfg.nvml_init_delay_ms);
+  number("FAKECUDA_NVML_QUERY_DELAY_MS", st.cfg.nvml_query_delay_ms);
+  if (const char* s = std::getenv("FAKECUDA_NVML_INIT_MARK")) st.cfg.nvml_init_mark = s;
   return st;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace fakecuda {
 
@@ -10,6 +11,15 @@ struct Config {
   int devices = 1;                           // FAKECUDA_DEVICES
   std::uint64_t oom_after = UINT64_MAX;      // FAKECUDA_OOM_AFTER, bytes in use over all devices
   int fail_code = 2;                         // FAKECUDA_FAIL_CODE
+  // The fake NVML (libnvidia-ml.so.1, src/nvml).
+  bool nvml = true;                                 // FAKECUDA_NVML=0: nvmlInit fails
+  std::uint64_t nvml_context_bytes = 300ULL << 20;  // FAKECUDA_NVML_CONTEXT_BYTES
+  std::uint64_t nvml_other_bytes = 0;               // FAKECUDA_NVML_OTHER_BYTES
+  std::uint64_t nvml_pid = 0;                       // FAKECUDA_NVML_PID (0: the caller's pid)
+  bool nvml_mig = false;                            // FAKECUDA_NVML_MIG=1
+  std::uint64_t nvml_init_delay_ms = 0;             // FAKECUDA_NVML_INIT_DELAY_MS
+  std::uint64_t nvml_query_delay_ms = 0;            // FAKECUDA_NVML_QUERY_DELAY_MS
+  std::string nvml_init_mark;  // FAKECUDA_NVML_INIT_MARK: a file nvmlInit appends to
 };
 
 const Config& config();

@@ -77,6 +77,16 @@ CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+// "0000:BB:00.0", BB = 0x10 + the ordinal: the fake NVML (src/nvml) lists the devices in reverse,
+// so only a lookup by bus id finds the right one.
+CUresult cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
+  FAKECUDA_INJECT("cuDeviceGetPCIBusId");
+  if (pciBusId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  std::snprintf(pciBusId, static_cast<std::size_t>(len), "0000:%02x:00.0", 0x10 + dev);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   FAKECUDA_INJECT("cuDeviceTotalMem_v2");
   if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;

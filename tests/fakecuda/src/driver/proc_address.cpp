@@ -23,6 +23,7 @@ const Entry kTable[] = {
     {"cuDeviceGet", 2000, FN(cuDeviceGet), nullptr},
     {"cuDeviceGetCount", 2000, FN(cuDeviceGetCount), nullptr},
     {"cuDeviceGetName", 2000, FN(cuDeviceGetName), nullptr},
+    {"cuDeviceGetPCIBusId", 4010, FN(cuDeviceGetPCIBusId), nullptr},
     {"cuDeviceTotalMem", 3020, FN(cuDeviceTotalMem_v2), nullptr},
     {"cuDevicePrimaryCtxRetain", 7000, FN(cuDevicePrimaryCtxRetain), nullptr},
     {"cuDevicePrimaryCtxRelease", 11000, FN(cuDevicePrimaryCtxRelease_v2), nullptr},

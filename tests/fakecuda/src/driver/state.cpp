@@ -21,6 +21,7 @@ struct Registry {
   std::mutex mu;
   std::unordered_map<std::uintptr_t, Allocation> live;
   std::array<std::size_t, kMaxDevices> used{};
+  std::array<bool, kMaxDevices> ever_used{};
   std::size_t used_total = 0;
 };
 
@@ -75,6 +76,7 @@ CUresult charge(int dev, std::size_t bytes) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   used += bytes;
   r.used_total += bytes;
+  r.ever_used[static_cast<std::size_t>(dev)] = true;
   return CUDA_SUCCESS;
 }
 
@@ -89,6 +91,13 @@ std::size_t used_on(int dev) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   return r.used[static_cast<std::size_t>(dev)];
+}
+
+bool ever_used(int dev) {
+  if (!valid_device(dev)) return false;
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.ever_used[static_cast<std::size_t>(dev)];
 }
 
 CUresult allocate(std::size_t bytes, Kind kind, int dev, void** out) {
@@ -150,3 +159,10 @@ void release_all_on(int dev) {
 }
 
 }  // namespace fakecuda::drv
+
+// For the fake NVML (src/nvml): the bytes charged to `dev` now, and 1 when the process ever used it
+// (0: NVML lists no process there). Not a CUDA function: found with dlsym.
+extern "C" int fakecuda_device_usage(int dev, unsigned long long* used_bytes) {
+  if (used_bytes) *used_bytes = fakecuda::drv::valid_device(dev) ? fakecuda::drv::used_on(dev) : 0;
+  return fakecuda::drv::ever_used(dev) ? 1 : 0;
+}

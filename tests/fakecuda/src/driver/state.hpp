@@ -38,6 +38,8 @@ int current_device();
 CUresult charge(int dev, std::size_t bytes);
 void uncharge(int dev, std::size_t bytes);
 std::size_t used_on(int dev);
+// Whether memory was ever charged to `dev`: a real process has a context there from then on.
+bool ever_used(int dev);
 
 // Linear allocations (mmap-backed). Host kind is not charged to any device.
 CUresult allocate(std::size_t bytes, Kind kind, int dev, void** out);
