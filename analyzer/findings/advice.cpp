@@ -9,6 +9,7 @@
 #include <string_view>
 #include <utility>
 
+#include "findings/activation_advice.h"
 #include "gpumemshim/analyzer/units.h"
 #include "report/analysis.h"
 
@@ -307,6 +308,7 @@ std::vector<Advice> advise(const ProcessReport& p) {
   advise_fragmentation(p, pid, out);
   advise_optimizer_peak(p, pid, out);
   advise_near_capacity(p, pid, out);
+  advise_activations(p, out);
   return out;
 }
 

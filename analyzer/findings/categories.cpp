@@ -104,9 +104,9 @@ void CategoryTracker::take(Snapshot& s, uint64_t time_ns, uint64_t live,
 
 void CategoryTracker::oom(uint64_t time_ns, int32_t device, uint64_t requested, bool torch,
                           bool has_device_free, uint64_t device_free, const Kinds& device_kinds,
-                          uint64_t device_allocated, const DeviceTracker& devices) {
+                          uint64_t device_allocated, uint64_t in_pass, const DeviceTracker& devices) {
   if (ooms_.size() >= kMaxOoms) return;
-  Oom o{device, requested, torch, has_device_free, device_free, {}};
+  Oom o{device, requested, torch, has_device_free, device_free, {}, in_pass};
   Snapshot& s = o.at;
   s.taken = true;
   s.time_ns = time_ns;
@@ -321,7 +321,7 @@ std::optional<MemoryCategories> find_categories(const LoadedTrace& trace, StackV
     if (!o.torch && std::find(torch_oom_devices.begin(), torch_oom_devices.end(), o.device) !=
                         torch_oom_devices.end())
       continue;
-    CategoryOom c{o.device, o.requested, o.torch, bytes_of(o.at)};
+    CategoryOom c{o.device, o.requested, o.torch, bytes_of(o.at), o.in_pass};
     const uint64_t total = device_total(trace, o.device);
     if (o.has_device_free && total >= o.device_free) {  // exact: the device's own answer then
       const uint64_t used = total - o.device_free;

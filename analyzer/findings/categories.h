@@ -69,6 +69,7 @@ class CategoryTracker {
     bool has_device_free = false;
     uint64_t device_free = 0;
     Snapshot at;  // of that device
+    uint64_t in_pass = 0;  // of its temporaries, the pass in progress's (in_pass())
   };
   // Bytes of one kind held by one raw site at the peak.
   struct SiteKind {
@@ -119,8 +120,15 @@ class CategoryTracker {
   void step(uint64_t time_ns, uint64_t live, const DeviceTracker& devices);
   // An OOM; device_kinds and device_allocated: the device's live tensor blocks by kind.
   void oom(uint64_t time_ns, int32_t device, uint64_t requested, bool torch, bool has_device_free,
-           uint64_t device_free, const Kinds& device_kinds, uint64_t device_allocated,
+           uint64_t device_free, const Kinds& device_kinds, uint64_t device_allocated, uint64_t in_pass,
            const DeviceTracker& devices);
+  // Whether a live block belongs to the forward or backward pass in progress as far as the trace
+  // can tell yet: untagged and born in the open forward pass, or a candidate a backward pass has
+  // not freed yet. An OOM in the middle of a pass stops it before its activations are confirmed.
+  bool in_pass(BlockCategory b) const {
+    if (b.category & BlockCategory::kPending) return backward_depth_ != 0;
+    return forward_open_ && backward_depth_ == 0 && b.category == 0 && b.born >= forward_start_;
+  }
   // A "torch.backward" range opens: the candidates of the last one that are still alive stay
   // temporaries, and this forward's blocks that are untagged and alive become candidates.
   // for_each_live(f): f(BlockCategory&) for every live tensor block.

@@ -98,6 +98,7 @@ json categories_json(const MemoryCategories& m) {
     e["device"] = o.device;
     e["requested_bytes"] = o.requested;
     e["source"] = o.torch ? "torch" : "runtime";
+    e["in_pass_bytes"] = o.in_pass;
     ooms.push_back(std::move(e));
   }
   const bool steps = m.basis == "steps";

@@ -317,14 +317,15 @@ void Replay::Core::backward_begins() {
 void Replay::Core::categories_oom(uint64_t time_ns, int32_t device, uint64_t requested, bool torch,
                                   bool has_device_free, uint64_t device_free) {
   CategoryTracker::Kinds kinds{};
-  uint64_t allocated = 0;
+  uint64_t allocated = 0, in_pass = 0;
   torch_live.for_each([&](uint64_t, const TorchRecord& a) {
     if (a.device != device) return;
     kinds[CategoryTracker::kind_of(a.category.category)] += a.size;
     allocated += a.size;
+    if (categories.in_pass(a.category)) in_pass += a.size;
   });
   categories.oom(time_ns, device, requested, torch, has_device_free, device_free, kinds, allocated,
-                 devices);
+                 in_pass, devices);
 }
 
 void Replay::Core::step(const format::MarkerRecord& r) {

@@ -381,6 +381,10 @@ struct CategoryOom {
   uint64_t requested = 0;
   bool torch = false;
   CategoryBytes at;  // that device's memory
+  // Of the temporaries, those of the forward or backward pass the OOM stopped (made by the forward
+  // in progress, or saved and not yet freed by the backward in progress): that pass's activations
+  // as far as the trace can tell, since a pass that never ends never confirms them.
+  uint64_t in_pass = 0;
 };
 
 // The highest point of device memory within a window of steps (basis "steps": first and last are

@@ -1,0 +1,147 @@
+// Advice for an OOM that activations filled (analyzer/findings/activation_advice.h), on traces
+// built with the format's encoder: a deep model's forward pass under a memory-fraction cap, batch
+// doubled each step until the allocator refuses; and the same cap filled by weights instead.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "gpumemshim/analyzer/analyze.h"
+#include "gpumemshim/analyzer/report.h"
+#include "gpumemshim/format/records.h"
+#include "temp_dir.h"
+#include "trace_builder.h"
+
+namespace an = gpumemshim::analyzer;
+namespace gf = gpumemshim::format;
+using gpumemshim::testing::TempDir;
+using gpumemshim::testing::TraceBuilder;
+
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+constexpr uint64_t kDevice = 80ull << 30;
+constexpr uint64_t kSegment = 0x7f0000000000ull;
+constexpr uint64_t kAppBase = 0x400000;
+constexpr uint8_t kParameter = 1, kGradient = 2;
+
+void backward(TraceBuilder& t, bool push) {
+  t.marker(push ? gf::MarkerKind::kRangePush : gf::MarkerKind::kRangePop, "torch.backward");
+}
+
+TraceBuilder base(uint64_t cap_bytes) {
+  TraceBuilder t;
+  t.process(11, "train.py");
+  t.module("/nonexistent/bin/app", kAppBase, 0x10000);
+  t.device(0, kDevice, "Fake GPU");
+  t.add(gf::AttributeRecord{"torch.allowed_bytes.0", std::to_string(cap_bytes)});
+  t.stack(1, {kAppBase + 0x1000});  // the weights
+  t.stack(2, {kAppBase + 0x2000});  // a forward layer
+  t.stack(3, {kAppBase + 0x3000});  // another one
+  t.alloc(kSegment, cap_bytes);     // the allocator's segment: the whole cap
+  t.torch(gf::TorchAction::kSegmentAlloc, kSegment, cap_bytes);
+  return t;
+}
+
+// Weights of 64 MiB and their gradients, then steps whose forward passes keep `per_layer` bytes
+// per layer (two layers) for backward, doubling each step; the last forward pass is refused.
+TraceBuilder activation_oom() {
+  const uint64_t cap = 1024 * MiB;
+  TraceBuilder t = base(cap);
+  t.torch(gf::TorchAction::kAlloc, kSegment, 64 * MiB, 1);
+  t.torch(gf::TorchAction::kTag, kSegment, kParameter);
+  uint64_t per_layer = 32 * MiB;
+  uint64_t next = kSegment + 128 * MiB;
+  for (int step = 0; step < 3; ++step, per_layer *= 2) {
+    const uint64_t a = next, b = next + per_layer;
+    t.torch(gf::TorchAction::kAlloc, a, per_layer, 2);
+    t.torch(gf::TorchAction::kAlloc, b, per_layer, 3);
+    if (step == 2) {  // 2 x 128 MiB held, 800 MiB more refused: 64 + 256 + 800 MiB is over the cap
+      t.torch(gf::TorchAction::kOom, kDevice - 1100 * MiB, 800 * MiB);
+      break;
+    }
+    backward(t, true);
+    t.torch(gf::TorchAction::kAlloc, kSegment + 64 * MiB, 64 * MiB, 1);
+    t.torch(gf::TorchAction::kFreeCompleted, a, 0);
+    t.torch(gf::TorchAction::kFreeCompleted, b, 0);
+    backward(t, false);
+    t.torch(gf::TorchAction::kTag, kSegment + 64 * MiB, kGradient);
+    t.torch(gf::TorchAction::kFreeCompleted, kSegment + 64 * MiB, 0);
+    t.marker(gf::MarkerKind::kStep, "optimizer.step");
+  }
+  t.end();
+  return t;
+}
+
+// Layers added to a model until the cap refuses the next one's weights: small activations.
+TraceBuilder weights_oom() {
+  const uint64_t cap = 1024 * MiB;
+  TraceBuilder t = base(cap);
+  for (uint64_t i = 0; i < 7; ++i) {
+    t.torch(gf::TorchAction::kAlloc, kSegment + i * 128 * MiB, 128 * MiB, 1);
+    t.torch(gf::TorchAction::kTag, kSegment + i * 128 * MiB, kParameter);
+  }
+  backward(t, true);  // a forward and backward pass between, with little to keep
+  backward(t, false);
+  t.torch(gf::TorchAction::kAlloc, kSegment + 900 * MiB, 4 * MiB, 2);
+  t.torch(gf::TorchAction::kOom, kDevice - 1100 * MiB, 256 * MiB);
+  t.end();
+  return t;
+}
+
+const an::Advice* find(const an::ProcessReport& p, const std::string& id) {
+  auto it = std::find_if(p.advice.begin(), p.advice.end(),
+                         [&](const an::Advice& a) { return a.id == id; });
+  return it == p.advice.end() ? nullptr : &*it;
+}
+
+an::ProcessReport analyze(const TraceBuilder& t, const TempDir& dir) {
+  return an::analyze({t.write(dir.file("t.trace"))}).processes.at(0);
+}
+
+}  // namespace
+
+TEST(ActivationAdvice, AnActivationBoundOomGetsCheckpointingMixedPrecisionAndAMicroBatch) {
+  TempDir dir;
+  an::ProcessReport p = analyze(activation_oom(), dir);
+  ASSERT_TRUE(p.categories);
+  ASSERT_EQ(p.categories->ooms.size(), 1u);
+  // The refused forward pass's blocks: its activations as far as the trace can tell.
+  EXPECT_EQ(p.categories->ooms[0].in_pass, 256 * MiB);
+
+  const an::Advice* ckpt = find(p, "activation-checkpointing");
+  ASSERT_TRUE(ckpt);
+  EXPECT_NE(ckpt->evidence.find("activations 256.00 MiB of 320.00 MiB in tensors (80 %)"),
+            std::string::npos)
+      << ckpt->evidence;
+  const an::Advice* amp = find(p, "mixed-precision");
+  ASSERT_TRUE(amp);
+  EXPECT_NE(amp->action.find("up to 128.00 MiB less"), std::string::npos) << amp->action;
+  // 1 GiB cap, 64 MiB that does not grow with the batch: (1024 - 64) / (256 + 800) = 91 %.
+  const an::Advice* micro = find(p, "micro-batch");
+  ASSERT_TRUE(micro);
+  EXPECT_NE(micro->action.find("at most 91 % of this batch fits in 1.00 GiB"), std::string::npos)
+      << micro->action;
+  EXPECT_NE(micro->action.find("Run 2 micro-batches"), std::string::npos) << micro->action;
+  // The cap, not fragmentation, stopped it.
+  EXPECT_FALSE(find(p, "expandable-segments"));
+}
+
+TEST(ActivationAdvice, AWeightsBoundOomGetsNone) {
+  TempDir dir;
+  an::ProcessReport p = analyze(weights_oom(), dir);
+  ASSERT_TRUE(p.categories);
+  ASSERT_EQ(p.categories->ooms.size(), 1u);
+  for (const char* id : {"activation-checkpointing", "mixed-precision", "micro-batch"})
+    EXPECT_FALSE(find(p, id)) << id;
+}
+
+TEST(ActivationAdvice, NoneWithoutCategories) {
+  TempDir dir;
+  TraceBuilder t = base(1024 * MiB);
+  t.torch(gf::TorchAction::kAlloc, kSegment, 900 * MiB, 2);  // untagged, no backward pass marked
+  t.torch(gf::TorchAction::kOom, kDevice - 1100 * MiB, 256 * MiB);
+  t.end();
+  an::ProcessReport p = analyze(t, dir);
+  EXPECT_FALSE(find(p, "activation-checkpointing"));
+}
