@@ -187,6 +187,48 @@ if not only_overhead:
               "raise-memory-fraction" in advice and "expandable-segments" not in advice
               and "max-split-size" not in advice, str(advice))
 
+# Issue 22: OOMs under a 3 % cap that activations filled (activation advice, no allocator
+# settings) and that weights filled (none of the activation advice); the retained-graph loops and
+# a clean one (growth, and its advice, only where a graph or outputs are kept).
+cause = here / "torch_cause.py"
+for mode in () if only_overhead else ("activation_oom", "weights_oom"):
+    r, traces = run(f"cause_{mode}", [sys.executable, cause, mode])
+    check(f"cause_{mode}: the OOM was raised and caught", r.returncode == 0 and "OutOfMemoryError" in r.stdout,
+          repr((r.stdout[-300:], r.stderr[-1500:])))
+    rep = report(f"cause_{mode}", traces) if traces else None
+    if not rep:
+        check(f"cause_{mode}: trace", False, str(traces))
+        continue
+    cats = rep["processes"][0].get("categories") or {}
+    print(f"   {mode} categories at the OOM: " + json.dumps(cats.get("ooms", [])[:1])[:1200])
+    advice = {a["id"]: a for a in rep.get("recommendations", [])}
+    print(f"   {mode} advice: " + json.dumps({k: (a["action"], a["evidence"]) for k, a in advice.items()})[:2500])
+    wanted = {"activation-checkpointing", "mixed-precision", "micro-batch"}
+    if mode == "activation_oom":
+        check("cause_activation_oom: checkpointing, mixed precision and a micro-batch advised",
+              wanted <= advice.keys(), str(list(advice)))
+        check("cause_activation_oom: no allocator-settings advice",
+              "expandable-segments" not in advice and "max-split-size" not in advice, str(list(advice)))
+    else:
+        check("cause_weights_oom: none of the activation advice", not (wanted & advice.keys()), str(list(advice)))
+for mode in () if only_overhead else ("retain_accumulate", "list_losses", "dict_outputs", "clean"):
+    bare, _ = run(f"cause_{mode}_bare", [sys.executable, cause, mode], shim_on=False)
+    r, traces = run(f"cause_{mode}", [sys.executable, cause, mode])
+    check(f"cause_{mode}: output unchanged", r.returncode == bare.returncode == 0 and r.stdout == bare.stdout,
+          repr((r.stdout[-300:], r.stderr[-1500:])))
+    rep = report(f"cause_{mode}", traces) if traces else None
+    if not rep:
+        check(f"cause_{mode}: trace", False, str(traces))
+        continue
+    growth = [g for g in rep.get("growth", []) if not g.get("suppressed")]
+    print(f"   {mode} growth: " + json.dumps([(g["bytes_per_step"], [(f.get('file', '')[-30:], f.get('line'))
+                                                                   for f in g["stack"][:4]]) for g in growth])[:2000])
+    print(f"   {mode} advice: " + json.dumps([a["id"] for a in rep.get("recommendations", [])]))
+    if mode == "clean":
+        check("cause_clean: no growth", growth == [], json.dumps(growth)[:1500])
+    else:
+        check(f"cause_{mode}: growth found", bool(growth), json.dumps(rep["summary"])[:800])
+
 # Several ranks on one GPU: two DDP ranks (gloo) under gpumemshim record, rank 1 heavier.
 ddp = here / "ddp_ranks.py"
 if only_overhead:
