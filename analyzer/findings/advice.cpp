@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "findings/activation_advice.h"
+#include "findings/retained_graph.h"
 #include "gpumemshim/analyzer/units.h"
 #include "report/analysis.h"
 
@@ -305,6 +306,7 @@ std::vector<Advice> advise(const ProcessReport& p) {
   std::vector<Advice> out;
   const std::string pid = std::to_string(p.info.pid);
   advise_growth(p, out);
+  advise_retained_graphs(p, out);
   advise_fragmentation(p, pid, out);
   advise_optimizer_peak(p, pid, out);
   advise_near_capacity(p, pid, out);

@@ -272,11 +272,14 @@ CategoryBytes bytes_of(const CategoryTracker::Snapshot& s) {
   return c;
 }
 
-std::vector<CategorySite> sites_at_peak(const LoadedTrace& trace, StackView& stacks) {
+// Blocks by kind and site (raw sites that symbolize alike merged), the largest kMaxCategorySites
+// of each kind.
+std::vector<CategorySite> merged_sites(const std::vector<CategoryTracker::SiteKind>& blocks,
+                                       const LoadedTrace& trace, StackView& stacks) {
   const std::vector<RawSite>& raw = trace.replay.sites();
   // (kind, site id) -> bytes, over raw sites that symbolize alike.
   std::map<std::pair<size_t, std::string>, CategorySite> merged;
-  for (const CategoryTracker::SiteKind& s : trace.replay.categories().at_peak()) {
+  for (const CategoryTracker::SiteKind& s : blocks) {
     if (s.site >= raw.size() || s.bytes == 0) continue;
     const RawSite& r = raw[s.site];
     std::string id = site_id_of(stacks.stable_key(r.stack_id), Api::kUnknown, true);
@@ -312,7 +315,8 @@ std::optional<MemoryCategories> find_categories(const LoadedTrace& trace, StackV
   m.tags = t.tags();
   m.unmatched_tags = t.unmatched_tags();
   m.peak = bytes_of(t.peak());
-  m.peak_sites = sites_at_peak(trace, stacks);
+  m.peak_sites = merged_sites(t.at_peak(), trace, stacks);
+  m.kept_sites = merged_sites(t.kept_at_end(), trace, stacks);
   // On a device whose allocator said it ran out, its OOM says more than the cudaMalloc under it.
   std::vector<int32_t> torch_oom_devices;
   for (const CategoryTracker::Oom& o : t.ooms())

@@ -34,6 +34,9 @@ struct BlockCategory {
   uint32_t born = 0;     // CategoryTracker's birth ordinal
   uint8_t category = 0;  // low bits: a format::TensorCategory (0: none told), kPending: a candidate
   static constexpr uint8_t kPending = 0x80;
+  // A candidate that outlived the backward pass after its forward pass: what an autograd graph
+  // kept past its step holds (its saved activations), or a forward pass's outputs kept.
+  static constexpr uint8_t kKept = 0x40;
   static constexpr uint8_t kCodeMask = 0x07;
 };
 
@@ -140,7 +143,7 @@ class CategoryTracker {
     const uint32_t start = forward_start_;
     for_each_live([&](BlockCategory& b) {
       if (b.category & BlockCategory::kPending)
-        b.category &= static_cast<uint8_t>(~BlockCategory::kPending);
+        b.category = static_cast<uint8_t>((b.category & ~BlockCategory::kPending) | BlockCategory::kKept);
       else if (forward && b.category == 0 && b.born >= start)
         b.category = BlockCategory::kPending;
     });
@@ -155,6 +158,7 @@ class CategoryTracker {
   void live_at_end(uint32_t site, uint64_t size, BlockCategory b) {
     if (peak_.taken && b.born <= peak_.ordinal)
       at_peak_.push_back(SiteKind{site, static_cast<uint8_t>(kind_of(b.category)), size});
+    if (b.category & BlockCategory::kKept) kept_at_end_.push_back(SiteKind{site, kTemporary, size});
   }
   void finish();
 
@@ -168,6 +172,8 @@ class CategoryTracker {
   const std::vector<Window>& windows() const { return windows_; }
   // Every (site, kind) alive at the peak, in no order, a pair possibly several times.
   const std::vector<SiteKind>& at_peak() const { return at_peak_; }
+  // Every block alive at the end that outlived the backward pass after its forward (kKept).
+  const std::vector<SiteKind>& kept_at_end() const { return kept_at_end_; }
   // The category of a live block's record as a format::TensorCategory (0: a temporary; an
   // unconfirmed candidate is one).
   static uint8_t code_of(BlockCategory b) { return b.category & BlockCategory::kCodeMask; }
@@ -221,6 +227,7 @@ class CategoryTracker {
   bool born_since_snapshot_ = true;
   Snapshot peak_;
   std::vector<SiteKind> died_after_peak_;  // blocks alive at the peak freed since
+  std::vector<SiteKind> kept_at_end_;
   std::vector<SiteKind> at_peak_;          // finish(): every block alive at the peak
   std::vector<Oom> ooms_;
   // Windows: the open one, the closed ones, the moves still to apply to them (moves_[i] applies to

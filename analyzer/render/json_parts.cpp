@@ -9,12 +9,16 @@ using nlohmann::json;
 
 namespace {
 
-double seconds(uint64_t ns) { return static_cast<double>(ns) / 1e9; }
+double seconds(uint64_t ns) {
+  return static_cast<double>(ns) / 1e9;
+}
 
 json timeline_sites_json(const std::vector<TimelineSite>& sites) {
   json out = json::array();
   for (const TimelineSite& s : sites)
-    out.push_back({{"id", s.id}, {"label", s.label}, {"peak_bytes", s.peak_bytes},
+    out.push_back({{"id", s.id},
+                   {"label", s.label},
+                   {"peak_bytes", s.peak_bytes},
                    {"stack", frames_to_json(s.stack)}});
   return out;
 }
@@ -43,9 +47,12 @@ json timeline_peak_json(const Timeline& tl) {
   for (const PeakSite& p : tl.at_peak) {
     if (at_peak.size() == kReportedPeakSites) break;
     const TimelineSite& s = tl.all_sites[p.site];
-    at_peak.push_back({{"id", s.id}, {"label", s.label}, {"bytes", p.bytes}, {"stack", frames_to_json(s.stack)}});
+    at_peak.push_back(
+        {{"id", s.id}, {"label", s.label}, {"bytes", p.bytes}, {"stack", frames_to_json(s.stack)}});
   }
-  return {{"t_s", seconds(tl.peak_time_ns)}, {"live_bytes", tl.peak_bytes}, {"sites", std::move(at_peak)}};
+  return {{"t_s", seconds(tl.peak_time_ns)},
+          {"live_bytes", tl.peak_bytes},
+          {"sites", std::move(at_peak)}};
 }
 
 }  // namespace
@@ -85,13 +92,17 @@ json category_bytes_json(const CategoryBytes& c) {
 
 }  // namespace
 
-json categories_json(const MemoryCategories& m) {
+static json category_sites_json(const std::vector<CategorySite>& all) {
   json sites = json::array();
-  for (const CategorySite& s : m.peak_sites)
+  for (const CategorySite& s : all)
     sites.push_back({{"category", std::string(memory_category_name(s.category))},
                      {"id", s.id},
                      {"bytes", s.bytes},
                      {"stack", frames_to_json(s.stack)}});
+  return sites;
+}
+
+json categories_json(const MemoryCategories& m) {
   json ooms = json::array();
   for (const CategoryOom& o : m.ooms) {
     json e = category_bytes_json(o.at);
@@ -118,7 +129,8 @@ json categories_json(const MemoryCategories& m) {
           {"tags", m.tags},
           {"unmatched_tags", m.unmatched_tags},
           {"peak", category_bytes_json(m.peak)},
-          {"peak_sites", std::move(sites)},
+          {"peak_sites", category_sites_json(m.peak_sites)},
+          {"kept_sites", category_sites_json(m.kept_sites)},
           {"ooms", std::move(ooms)},
           {"basis", m.basis},
           {"windows", std::move(windows)}};
@@ -135,15 +147,20 @@ json timeline_json(const Timeline& tl) {
 
 json rank_findings_json(const RankEntry& e) {
   json findings = json::array();
-  for (const RankFinding& f : e.findings) findings.push_back({{"kind", f.kind}, {"id", f.id}, {"bytes", f.bytes}});
+  for (const RankFinding& f : e.findings)
+    findings.push_back({{"kind", f.kind}, {"id", f.id}, {"bytes", f.bytes}});
   return findings;
 }
 
 json ranks_json(const Ranks& r) {
   json per_rank = json::array();
   for (const RankEntry& e : r.per_rank)
-    per_rank.push_back({{"rank", e.rank}, {"pid", e.pid}, {"host", e.host}, {"peak_bytes", e.peak_bytes},
-                        {"leaked_bytes", e.leaked_bytes}, {"growth_bytes_per_step", e.growth_bytes_per_step},
+    per_rank.push_back({{"rank", e.rank},
+                        {"pid", e.pid},
+                        {"host", e.host},
+                        {"peak_bytes", e.peak_bytes},
+                        {"leaked_bytes", e.leaked_bytes},
+                        {"growth_bytes_per_step", e.growth_bytes_per_step},
                         {"findings", rank_findings_json(e)}});
   const RankEntry& heavy = r.per_rank.at(r.heaviest);
   const RankEntry& light = r.per_rank.at(r.lightest);
@@ -154,8 +171,10 @@ json ranks_json(const Ranks& r) {
                      {"heaviest_bytes", s.heaviest_bytes},
                      {"lightest_bytes", s.lightest_bytes},
                      {"stack", frames_to_json(s.stack)}});
-  json ratio = light.peak_bytes ? json(static_cast<double>(heavy.peak_bytes) / static_cast<double>(light.peak_bytes))
-                                : json(nullptr);
+  json ratio =
+      light.peak_bytes
+          ? json(static_cast<double>(heavy.peak_bytes) / static_cast<double>(light.peak_bytes))
+          : json(nullptr);
   return {{"per_rank", std::move(per_rank)},
           {"imbalance",
            {{"heaviest_rank", heavy.rank},

@@ -147,3 +147,56 @@ TEST(ActivationAdvice, NoneWithoutCategories) {
   an::ProcessReport p = analyze(t, dir);
   EXPECT_FALSE(find(p, "activation-checkpointing"));
 }
+
+namespace {
+
+// Steps of a training loop: each forward pass saves 1 MiB at stack 2 for backward; with `retain`
+// the backward pass leaves it alive (a graph kept past its step, as backward(retain_graph=True)
+// with the loss summed as a tensor does), else frees it.
+TraceBuilder training(bool retain, int steps = 24) {
+  TraceBuilder t = base(4096 * MiB);
+  t.torch(gf::TorchAction::kAlloc, kSegment, 64 * MiB, 1);
+  t.torch(gf::TorchAction::kTag, kSegment, kParameter);
+  uint64_t next = kSegment + 128 * MiB;
+  for (int step = 0; step < steps; ++step) {
+    const uint64_t saved = next;
+    next += 2 * MiB;
+    t.torch(gf::TorchAction::kAlloc, saved, 1 * MiB, 2);
+    backward(t, true);
+    t.torch(gf::TorchAction::kAlloc, kSegment + 64 * MiB, 64 * MiB, 1);
+    if (!retain) t.torch(gf::TorchAction::kFreeCompleted, saved, 0);
+    backward(t, false);
+    t.torch(gf::TorchAction::kTag, kSegment + 64 * MiB, kGradient);
+    t.torch(gf::TorchAction::kFreeCompleted, kSegment + 64 * MiB, 0);
+    t.marker(gf::MarkerKind::kStep, "optimizer.step");
+  }
+  t.end();
+  return t;
+}
+
+}  // namespace
+
+TEST(RetainedGraph, GrowthHeldByAGraphKeptPastItsStepSaysSo) {
+  TempDir dir;
+  an::ProcessReport p = analyze(training(true), dir);
+  ASSERT_TRUE(p.categories);
+  ASSERT_FALSE(p.categories->kept_sites.empty());
+  // The last step's block has seen no backward pass after its own yet.
+  EXPECT_EQ(p.categories->kept_sites[0].bytes, 23 * MiB);
+  ASSERT_FALSE(p.growth.empty());
+  const an::Advice* a = find(p, "retained-graph");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->finding, "growth:" + p.growth[0].id);
+  EXPECT_NE(a->evidence.find("23.00 MiB made by forward passes had outlived the backward pass"),
+            std::string::npos)
+      << a->evidence;
+  EXPECT_NE(a->action.find("loss.item(), out.detach()"), std::string::npos) << a->action;
+}
+
+TEST(RetainedGraph, NoneWhenBackwardFreesWhatItSaved) {
+  TempDir dir;
+  an::ProcessReport p = analyze(training(false), dir);
+  ASSERT_TRUE(p.categories);
+  EXPECT_TRUE(p.categories->kept_sites.empty());
+  EXPECT_FALSE(find(p, "retained-graph"));
+}

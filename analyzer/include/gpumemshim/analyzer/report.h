@@ -411,6 +411,10 @@ struct MemoryCategories {
   uint64_t unmatched_tags = 0;  // ... naming no live tensor block
   CategoryBytes peak;           // at the device-memory peak (its moment holding most tensor bytes)
   std::vector<CategorySite> peak_sites;  // per tensor category, its largest sites at the peak
+  // The largest sites of tensor blocks alive at the end that a forward pass made and that outlived
+  // the backward pass after it (category temporary): an autograd graph kept past its step, with
+  // its saved activations, or a forward pass's outputs kept.
+  std::vector<CategorySite> kept_sites;
   std::vector<CategoryOom> ooms;         // in time order
   std::string basis;                     // of windows: "steps" or "time"
   std::vector<CategoryWindow> windows;   // in order; at most kMaxCategoryWindows
