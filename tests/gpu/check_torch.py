@@ -228,6 +228,14 @@ for mode in () if only_overhead else ("retain_accumulate", "list_losses", "dict_
         check("cause_clean: no growth", growth == [], json.dumps(growth)[:1500])
     else:
         check(f"cause_{mode}: growth found", bool(growth), json.dumps(rep["summary"])[:800])
+        advice = {a["id"]: a for a in rep.get("recommendations", [])}
+        check(f"cause_{mode}: retained-graph advised", "retained-graph" in advice,
+              json.dumps({k: a["evidence"] for k, a in advice.items()})[:1500])
+        kept = (rep["processes"][0].get("categories") or {}).get("kept_sites", [])
+        forward = site_line(cause, "forward_hidden")
+        check(f"cause_{mode}: kept blocks at the forward line torch_cause.py:{forward}",
+              any(f.get("line") == forward and f.get("file", "").endswith("torch_cause.py")
+                  for s in kept for f in s["stack"][:4]), json.dumps(kept)[:1500])
 
 # Several ranks on one GPU: two DDP ranks (gloo) under gpumemshim record, rank 1 heavier.
 ddp = here / "ddp_ranks.py"
