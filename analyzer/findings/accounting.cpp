@@ -1,6 +1,7 @@
 #include "findings/accounting.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string_view>
 
 #include "replay/load.h"
@@ -49,6 +50,13 @@ size_t best_source(const AccountingTracker::Device& d) {
   return kViewSources;
 }
 
+// a - b, held to int64_t's range: a damaged or hostile trace can hold sizes near 2^64.
+int64_t difference(uint64_t a, uint64_t b) {
+  constexpr auto kMost = static_cast<uint64_t>(INT64_MAX);
+  if (a >= b) return a - b > kMost ? INT64_MAX : static_cast<int64_t>(a - b);
+  return b - a > kMost ? -INT64_MAX : -static_cast<int64_t>(b - a);  // negatable: the writers do
+}
+
 AccountingPoint point(std::string at, int32_t device, ViewSource source, const ViewSample& s,
                       const std::vector<std::string>& libraries) {
   AccountingPoint p;
@@ -60,7 +68,7 @@ AccountingPoint point(std::string at, int32_t device, ViewSource source, const V
   p.device_view_bytes = s.view_bytes;
   p.device_total_bytes = s.total_bytes;
   p.traced_bytes = s.traced_bytes;
-  p.not_explained_bytes = static_cast<int64_t>(s.view_bytes) - static_cast<int64_t>(s.traced_bytes);
+  p.not_explained_bytes = difference(s.view_bytes, s.traced_bytes);
   if (p.not_explained_bytes > 0) {
     p.likely_owners.push_back("CUDA context");
     p.likely_owners.insert(p.likely_owners.end(), libraries.begin(), libraries.end());

@@ -316,3 +316,18 @@ TEST(Accounting, TextJsonAndHtml) {
   EXPECT_NE(html.find("CUDA context; cuBLAS loaded"), std::string::npos);
   EXPECT_NE(html.find("title=\"314572800 bytes\">300.00 MiB"), std::string::npos);
 }
+
+// Sizes near 2^64 (a damaged or hostile trace) give a difference held to int64_t's range, not an
+// overflow (found by the fuzz target).
+TEST(Accounting, HugeSizesDoNotOverflowTheDifference) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  t.alloc(0xa000000, 0x8000000000004e00ull, 1);  // more than INT64_MAX bytes "traced"
+  t.process_memory(80 * 1024 * MiB, 1ull << 30, kTotal);
+  t.end();
+  const an::ProcessReport p = analyze(t, dir);
+  ASSERT_FALSE(p.accounting.empty());
+  const uint64_t over = 0x8000000000004e00ull - static_cast<uint64_t>(80 * 1024 * MiB);
+  EXPECT_EQ(p.accounting[0].not_explained_bytes, -static_cast<int64_t>(over));
+  EXPECT_TRUE(p.accounting[0].likely_owners.empty());
+}
