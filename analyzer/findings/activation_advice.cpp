@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "findings/advice.h"
 #include "gpumemshim/analyzer/report.h"
 #include "gpumemshim/analyzer/units.h"
 
@@ -37,15 +38,6 @@ OomShares shares(const CategoryOom& o) {
   return s;
 }
 
-// "file:line" of the innermost frame with a source line (a Python frame first), or the function.
-std::string where(const std::vector<Frame>& stack) {
-  for (bool python : {true, false})
-    for (const Frame& f : stack)
-      if (f.python == python && !f.file.empty() && f.line)
-        return fmt::format("{}:{}", f.file, f.line);
-  return stack.empty() ? std::string("an unknown site") : stack.front().function;
-}
-
 // The largest activation sites at the peak; the temporaries' when no pass ever completed (an OOM
 // in the first forward pass confirms none).
 std::string heaviest_sites(const MemoryCategories& m, uint64_t& bytes) {
@@ -58,7 +50,7 @@ std::string heaviest_sites(const MemoryCategories& m, uint64_t& bytes) {
     std::string out;
     bytes = 0;
     for (size_t i = 0; i < sites.size() && i < kSitesNamed; ++i) {
-      out += fmt::format("{}{} ({})", i ? ", " : "", where(sites[i]->stack),
+      out += fmt::format("{}{} ({})", i ? ", " : "", user_place(sites[i]->stack),
                          human_bytes(sites[i]->bytes));
       bytes += sites[i]->bytes;
     }

@@ -302,6 +302,13 @@ void advise_near_capacity(const ProcessReport& p, const std::string& pid, std::v
 
 }  // namespace
 
+std::string user_place(const std::vector<Frame>& stack) {
+  for (bool python : {true, false})
+    for (const Frame& f : stack)
+      if (f.python == python && !f.file.empty() && f.line) return fmt::format("{}:{}", f.file, f.line);
+  return stack.empty() || stack.front().function.empty() ? std::string("an unknown site") : stack.front().function;
+}
+
 std::vector<Advice> advise(const ProcessReport& p) {
   std::vector<Advice> out;
   const std::string pid = std::to_string(p.info.pid);

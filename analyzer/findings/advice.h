@@ -5,13 +5,19 @@
 // backward() and the end of optimizer.step() (the package's markers) is the evidence for the
 // optimizer advice.
 #pragma once
+#include <string>
 #include <vector>
 
 namespace gpumemshim::analyzer {
 
 struct Advice;
+struct Frame;
 struct ProcessReport;
 struct Report;
+
+// Where advice on a site points the user: "file:line" of its innermost Python frame with a line,
+// else of any frame with one, else its first frame's function, else "an unknown site".
+std::string user_place(const std::vector<Frame>& stack);
 
 // The advice for one process, from its findings.
 std::vector<Advice> advise(const ProcessReport& p);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "findings/advice.h"
 #include "gpumemshim/analyzer/report.h"
 #include "gpumemshim/analyzer/units.h"
 
@@ -21,22 +22,13 @@ bool same_place(const std::vector<Frame>& a, const std::vector<Frame>& b) {
   return x.pc == y.pc && x.function == y.function && x.file == y.file && x.line == y.line;
 }
 
-std::string where(const std::vector<Frame>& stack) {
-  for (bool python : {true, false})
-    for (const Frame& f : stack)
-      if (f.python == python && !f.file.empty() && f.line)
-        return fmt::format("{}:{}", f.file, f.line);
-  return stack.empty() || stack.front().function.empty() ? std::string("an unknown site")
-                                                         : stack.front().function;
-}
-
 // The advice that names the line keeping the graph, when the growth rule found one (a tensor
 // summed across steps): that line, else empty.
 std::string keeping_line(const ProcessReport& p, const std::vector<Advice>& out) {
   for (const Advice& a : out)
     if (a.id == "item-or-detach")
       for (const Growth& g : p.growth)
-        if (a.finding == "growth:" + g.id) return where(g.stack);
+        if (a.finding == "growth:" + g.id) return user_place(g.stack);
   return {};
 }
 
@@ -58,7 +50,7 @@ void advise_retained_graphs(const ProcessReport& p, std::vector<Advice>& out) {
     for (size_t i = 0; i < p.categories->kept_sites.size() && i < 3; ++i) {
       const CategorySite& s = p.categories->kept_sites[i];
       forward_lines +=
-          fmt::format("{}{} ({})", i ? ", " : "", where(s.stack), human_bytes(s.bytes));
+          fmt::format("{}{} ({})", i ? ", " : "", user_place(s.stack), human_bytes(s.bytes));
       kept_bytes += s.bytes;
     }
     out.push_back(
@@ -69,7 +61,7 @@ void advise_retained_graphs(const ProcessReport& p, std::vector<Advice>& out) {
              "numbers or detached tensors across steps (loss.item(), out.detach()), and run what "
              "is only "
              "evaluated under torch.no_grad().",
-             where(g.stack),
+             user_place(g.stack),
              keeper.empty()
                  ? std::string(" (a loss summed as a tensor, or losses or outputs kept in a "
                                "list or dict)")
@@ -78,7 +70,8 @@ void advise_retained_graphs(const ProcessReport& p, std::vector<Advice>& out) {
          fmt::format(
              "{:.0f} bytes per step over {} steps at {}; at the end {} made by forward passes had "
              "outlived the backward pass after them: {}",
-             g.bytes_per_step, g.steps, where(g.stack), human_bytes(kept_bytes), forward_lines)});
+             g.bytes_per_step, g.steps, user_place(g.stack), human_bytes(kept_bytes),
+             forward_lines)});
   }
 }
 
