@@ -72,9 +72,9 @@ class BlockStream {
   // The reader has read up to `at`: waits until more is ready or the stream ended; returns how
   // much is ready (== at: nothing more).
   uint64_t wait_beyond(uint64_t at);
-  // The reader has read up to `at`: the producer may run that much further ahead.
+  // The reader has read up to `at`: the read threads may run that much further ahead.
   void consumed(uint64_t at);
-  // Waits for the producer to end and returns what it found.
+  // Takes or waits for every block still unchecked and returns what the checks found.
   const BlockResults& finish();
 
  private:
