@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 
-from gpu_checks import check, cli, finish, here, report, run, shim, site_line, work
+from gpu_checks import check, cli, finish, here, report, reports, run, shim, site_line, work
 
 
 def script_frames(stack, script):
