@@ -3,15 +3,19 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "findings/advice.h"
+#include "findings/graph_keeper.h"
 #include "gpumemshim/analyzer/report.h"
 #include "gpumemshim/analyzer/units.h"
 
 namespace gpumemshim::analyzer {
 
 namespace {
+
+constexpr const char* kCause = "retained_graph";
 
 // The frames a site is known by: a kept site and a growing one are the same place when their
 // innermost frames are.
@@ -22,29 +26,70 @@ bool same_place(const std::vector<Frame>& a, const std::vector<Frame>& b) {
   return x.pc == y.pc && x.function == y.function && x.file == y.file && x.line == y.line;
 }
 
-// The advice that names the line keeping the graph, when the growth rule found one (a tensor
-// summed across steps): that line, else empty.
-std::string keeping_line(const ProcessReport& p, const std::vector<Advice>& out) {
-  for (const Advice& a : out)
-    if (a.id == "item-or-detach")
-      for (const Growth& g : p.growth)
-        if (a.finding == "growth:" + g.id) return user_place(g.stack);
-  return {};
+// The user's own Python frames: installed packages (torch's modules, transformers) are not
+// where a loop keeps a graph, and their frames are shared by every forward pass.
+std::vector<const Frame*> python_frames(const std::vector<Frame>& stack) {
+  std::vector<const Frame*> out;
+  for (const Frame& f : stack)
+    if (f.python && !f.file.empty() && f.line && f.file.front() != '<' &&
+        f.file.find("/site-packages/") == std::string::npos &&
+        f.file.find("/dist-packages/") == std::string::npos)
+      out.push_back(&f);
+  return out;
 }
+
+// The loop line whose forward pass made the kept blocks: the innermost Python frame that every
+// kept site's stack shares, counted from the outermost (each site has its own forward line
+// inside; the call that ran them all is common). Needs two sites that differ inside it; none
+// when they share no frame.
+std::optional<Frame> making_line(const std::vector<CategorySite>& kept) {
+  if (kept.size() < 2) return std::nullopt;
+  std::vector<const Frame*> common = python_frames(kept.front().stack);
+  std::reverse(common.begin(), common.end());  // outermost first
+  bool differs_inside = false;
+  for (size_t i = 1; i < kept.size(); ++i) {
+    std::vector<const Frame*> frames = python_frames(kept[i].stack);
+    std::reverse(frames.begin(), frames.end());
+    size_t n = 0;
+    while (n < common.size() && n < frames.size() && common[n]->file == frames[n]->file &&
+           common[n]->line == frames[n]->line && common[n]->function == frames[n]->function)
+      ++n;
+    differs_inside = differs_inside || n < common.size() || n < frames.size();
+    common.resize(n);
+  }
+  if (common.empty() || !differs_inside) return std::nullopt;
+  return *common.back();
+}
+
+std::string place(const Frame& f) { return fmt::format("{}:{}", f.file, f.line); }
 
 }  // namespace
 
-void advise_retained_graphs(const ProcessReport& p, std::vector<Advice>& out) {
+void find_retained_graphs(ProcessReport& p) {
   if (!p.categories || p.categories->kept_sites.empty()) return;
-  const std::string keeper = keeping_line(p, out);
-  for (const Growth& g : p.growth) {
+  const std::vector<CategorySite>& kept = p.categories->kept_sites;
+  const std::optional<Frame> made = making_line(kept);
+  const std::optional<GraphKeeper> keeper =
+      made ? find_graph_keeper(made->file, made->line) : std::nullopt;
+  for (Growth& g : p.growth) {
     if (g.suppressed || !g.torch_block || g.bytes_per_step <= 0) continue;
-    auto kept = std::find_if(p.categories->kept_sites.begin(), p.categories->kept_sites.end(),
+    auto site = std::find_if(kept.begin(), kept.end(),
                              [&](const CategorySite& s) { return same_place(s.stack, g.stack); });
     // At least a step's growth is blocks that outlived their backward pass: the growth is them.
-    if (kept == p.categories->kept_sites.end() ||
-        static_cast<double>(kept->bytes) < g.bytes_per_step)
-      continue;
+    if (site == kept.end() || static_cast<double>(site->bytes) < g.bytes_per_step) continue;
+    g.cause = kCause;
+    if (made) g.graph_made_at = place(*made);
+    if (keeper) {
+      g.graph_held_at = fmt::format("{}:{}", made->file, keeper->line);
+      g.graph_held_how = keeper->how;
+      g.graph_held_text = keeper->text;
+    }
+  }
+}
+
+void advise_retained_graphs(const ProcessReport& p, std::vector<Advice>& out) {
+  for (const Growth& g : p.growth) {
+    if (g.cause != kCause) continue;
     std::string forward_lines;
     uint64_t kept_bytes = 0;
     for (size_t i = 0; i < p.categories->kept_sites.size() && i < 3; ++i) {
@@ -53,19 +98,23 @@ void advise_retained_graphs(const ProcessReport& p, std::vector<Advice>& out) {
           fmt::format("{}{} ({})", i ? ", " : "", user_place(s.stack), human_bytes(s.bytes));
       kept_bytes += s.bytes;
     }
+    const std::string made =
+        g.graph_made_at.empty() ? std::string() : fmt::format(" that {} runs", g.graph_made_at);
+    const std::string held =
+        !g.graph_held_at.empty()
+            ? fmt::format(" {} keeps it: `{}` {}.", g.graph_held_at, g.graph_held_text,
+                          g.graph_held_how)
+            : std::string(
+                  " Something keeps it: a loss summed as a tensor, or losses or outputs kept in a "
+                  "list or dict.");
     out.push_back(
         {"retained-graph", "An autograd graph outlives its step",
          fmt::format(
-             "Blocks made by the forward pass at {} outlive the backward pass after it, step after "
-             "step: an autograd graph is kept past its step with the activations it saved{}. Keep "
-             "numbers or detached tensors across steps (loss.item(), out.detach()), and run what "
-             "is only "
-             "evaluated under torch.no_grad().",
-             user_place(g.stack),
-             keeper.empty()
-                 ? std::string(" (a loss summed as a tensor, or losses or outputs kept in a "
-                               "list or dict)")
-                 : fmt::format(", held by the tensor made at {}", keeper)),
+             "Blocks made at {} by the forward pass{} outlive the backward pass after it, step "
+             "after step: the autograd graph is kept past its step with the activations it "
+             "saved.{} Keep numbers or detached tensors across steps (loss.item(), "
+             "out.detach()), and run what is only evaluated under torch.no_grad().",
+             user_place(g.stack), made, held),
          "growth:" + g.id,
          fmt::format(
              "{:.0f} bytes per step over {} steps at {}; at the end {} made by forward passes had "

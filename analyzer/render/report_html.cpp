@@ -227,6 +227,9 @@ std::string growth_section(const std::vector<const Growth*>& growth) {
                        bytes_cell(static_cast<uint64_t>(g->bytes_per_step)), g->steps, fraction(g->confidence),
                        esc(human_bytes(g->first_live_bytes)), esc(human_bytes(g->last_live_bytes)),
                        projected ? num(g->projected_oom_step) : kDash, g->pid, frames_cell(g->stack));
+    const std::string cause = growth_cause(*g);
+    if (!cause.empty())
+      out += fmt::format("<tr><td colspan=\"7\" class=\"muted\">cause: {}</td></tr>\n", esc(cause));
   }
   return out + "</table>\n";
 }

@@ -119,6 +119,13 @@ json growth_json(const Growth& g) {
             {"api", api_label(g.torch_block, g.api)},
             {"memory", memory_label(g.torch_block, g.memory)},
             {"stack", frames_to_json(g.stack)}};
+  auto or_null = [](const std::string& v) { return v.empty() ? json() : json(v); };
+  o["cause"] = g.cause.empty() ? json()
+                               : json{{"kind", g.cause},
+                                      {"made_at", or_null(g.graph_made_at)},
+                                      {"held_at", or_null(g.graph_held_at)},
+                                      {"held_how", or_null(g.graph_held_how)},
+                                      {"held_line", or_null(g.graph_held_text)}};
   if (g.has_projection && !by_time) o["projected_oom_step"] = g.projected_oom_step;
   if (by_time) {
     o["bucket_s"] = g.bucket_s;

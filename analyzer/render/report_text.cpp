@@ -47,6 +47,8 @@ void growth_text(std::string& out, const Growth& g) {
                      g.warmup_steps, g.confidence, bytes_str(g.first_live_bytes), bytes_str(g.last_live_bytes),
                      projection, api_label(g.torch_block, g.api), g.pid,
                      g.id, g.suppressed ? fmt::format(" (suppressed by '{}')", g.suppressed_by) : "");
+  const std::string cause = growth_cause(g);
+  if (!cause.empty()) out += fmt::format("  cause: {}\n", cause);
   frames_text(out, g.stack);
   out += "\n";
 }

@@ -79,4 +79,13 @@ std::string plural(uint64_t n, const char* word) {
   return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
 }
 
+std::string growth_cause(const Growth& g) {
+  if (g.cause != "retained_graph") return {};
+  std::string out = "an autograd graph kept past its step holds the activations it saved";
+  if (!g.graph_made_at.empty()) out += fmt::format("; its forward pass runs at {}", g.graph_made_at);
+  if (!g.graph_held_at.empty())
+    out += fmt::format("; {} keeps it: `{}` {}", g.graph_held_at, g.graph_held_text, g.graph_held_how);
+  return out;
+}
+
 }  // namespace gpumemshim::analyzer

@@ -31,6 +31,10 @@ std::string memory_label(bool torch_block, MemoryKind memory);
 // PyTorch", ...
 std::string category_label(MemoryCategory category);
 
+// Why a growth grows, as one sentence ("an autograd graph kept past its step: ..."); empty when
+// its cause is not known.
+std::string growth_cause(const Growth& g);
+
 // "1 step", "2 steps".
 std::string plural(uint64_t n, const char* word);
 

@@ -9,6 +9,7 @@
 #include "findings/growth_sites.h"
 #include "findings/leaks.h"
 #include "findings/ranks.h"
+#include "findings/retained_graph.h"
 #include "findings/timeline.h"
 #include "replay/parallel.h"
 #include "report/analysis.h"
@@ -169,6 +170,7 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   p.torch_peak_time_ns = trace.replay.peaks().torch_time_ns();
   p.categories = find_categories(trace, stacks);
   p.accounting = find_accounting(trace);
+  find_retained_graphs(p);
   p.advice = advise(p);
   if (options.timelines)
     p.timeline = build_timeline(trace, kMaxTimelineSamples, kTimelineTopSites, &stacks);

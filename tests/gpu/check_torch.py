@@ -231,6 +231,17 @@ for mode in () if only_overhead else ("retain_accumulate", "list_losses", "dict_
         advice = {a["id"]: a for a in rep.get("recommendations", [])}
         check(f"cause_{mode}: retained-graph advised", "retained-graph" in advice,
               json.dumps({k: a["evidence"] for k, a in advice.items()})[:1500])
+        # The growth says why: the loop line that ran the kept forward pass, and the line that
+        # keeps its graph (the sum, the list append, the dict store).
+        made, held = {"retain_accumulate": ("train_loss", "accumulate"), "list_losses": ("val_loss", "append"),
+                      "dict_outputs": ("dict_store", "dict_store")}[mode]
+        causes = [g["cause"] for g in growth if g.get("cause")]
+        print(f"   {mode} causes: " + json.dumps(causes)[:1200])
+        at = lambda place, site: place is not None and place.endswith(f"torch_cause.py:{site_line(cause, site)}")  # noqa: E731
+        check(f"cause_{mode}: growth caused by a retained graph made at torch_cause.py:{site_line(cause, made)}",
+              any(c["kind"] == "retained_graph" and at(c["made_at"], made) for c in causes), json.dumps(causes)[:1500])
+        check(f"cause_{mode}: kept by torch_cause.py:{site_line(cause, held)}",
+              any(at(c["held_at"], held) for c in causes), json.dumps(causes)[:1500])
         kept = (rep["processes"][0].get("categories") or {}).get("kept_sites", [])
         forward = site_line(cause, "forward_hidden")
         check(f"cause_{mode}: kept blocks at the forward line torch_cause.py:{forward}",

@@ -1,12 +1,16 @@
 // Advice for an OOM that activations filled (analyzer/findings/activation_advice.h), on traces
 // built with the format's encoder: a deep model's forward pass under a memory-fraction cap, batch
-// doubled each step until the allocator refuses; and the same cap filled by weights instead.
+// doubled each step until the allocator refuses; and the same cap filled by weights instead. Then
+// growth that an autograd graph kept past its step holds (findings/retained_graph.h): the loop
+// line that made it and the line of the user's source that keeps it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <string>
 
 #include "gpumemshim/analyzer/analyze.h"
+#include "gpumemshim/analyzer/render.h"
 #include "gpumemshim/analyzer/report.h"
 #include "gpumemshim/format/records.h"
 #include "temp_dir.h"
@@ -200,3 +204,141 @@ TEST(RetainedGraph, NoneWhenBackwardFreesWhatItSaved) {
   EXPECT_TRUE(p.categories->kept_sites.empty());
   EXPECT_FALSE(find(p, "retained-graph"));
 }
+
+namespace {
+
+// A training step (stack 2, saved for its backward pass and freed by it) and then an evaluation
+// at line 7 of `train_py`: a forward pass through model.py's two layers (stacks 5 and 6, 1 MiB and
+// 512 KiB) whose graph is kept, so its blocks outlive every backward pass after them.
+TraceBuilder evaluation_kept(const std::string& train_py, int steps = 24) {
+  TraceBuilder t = base(4096 * MiB);
+  t.stack(5, {kAppBase + 0x5000});
+  // torch's own frames between are shared by both layers: not the loop's line.
+  const TraceBuilder::PyFrame call{"/venv/lib/python3.12/site-packages/torch/nn/modules/module.py",
+                                   "Module._call_impl", 1750};
+  t.python_stack(5, {{"/src/model.py", "Net.forward", 30}, call, {train_py, "<module>", 7}});
+  t.stack(6, {kAppBase + 0x6000});
+  t.python_stack(6, {{"/src/model.py", "Net.forward", 31}, call, {train_py, "<module>", 7}});
+  t.torch(gf::TorchAction::kAlloc, kSegment, 64 * MiB, 1);
+  t.torch(gf::TorchAction::kTag, kSegment, kParameter);
+  uint64_t next = kSegment + 128 * MiB;
+  for (int step = 0; step < steps; ++step) {
+    t.torch(gf::TorchAction::kAlloc, kSegment + 96 * MiB, 1 * MiB, 2);
+    backward(t, true);
+    t.torch(gf::TorchAction::kFreeCompleted, kSegment + 96 * MiB, 0);
+    backward(t, false);
+    t.marker(gf::MarkerKind::kStep, "optimizer.step");
+    t.torch(gf::TorchAction::kAlloc, next, 1 * MiB, 5);
+    t.torch(gf::TorchAction::kAlloc, next + 1 * MiB, 512 * 1024, 6);
+    next += 2 * MiB;
+  }
+  t.end();
+  return t;
+}
+
+// train.py with line 7 making the evaluation's graph and `after` (lines 8 on) doing with it what
+// the user's loop does; `made` replaces line 7.
+std::string write_loop(const TempDir& dir, const std::string& after,
+                       const std::string& made = "    val_loss = F.cross_entropy(model(xv), yv)") {
+  const std::string path = dir.file("train.py");
+  std::ofstream(path) << "import torch\n"
+                         "losses, outputs, total = [], {}, 0\n"
+                         "for step in range(24):\n"
+                         "    loss = model(x).sum()\n"
+                         "    loss.backward()\n"
+                         "    opt.step()\n"
+                      << made << "\n"
+                      << after;
+  return path;
+}
+
+const an::Growth& growth_at(const an::ProcessReport& p, uint32_t line) {
+  for (const an::Growth& g : p.growth)
+    for (const an::Frame& f : g.stack)
+      if (f.python && f.file == "/src/model.py" && f.line == line) return g;
+  ADD_FAILURE() << "no growth at model.py:" << line;
+  static const an::Growth none;
+  return none;
+}
+
+}  // namespace
+
+TEST(RetainedGraph, NamesTheLoopLineAndTheListAppendThatKeepsIt) {
+  TempDir dir;
+  const std::string train = write_loop(dir,
+                                       "    print(val_loss.item())\n"
+                                       "    losses.append(val_loss)\n");
+  an::ProcessReport p = analyze(evaluation_kept(train), dir);
+  const an::Growth& g = growth_at(p, 30);
+  EXPECT_EQ(g.bytes_per_step, static_cast<double>(MiB));
+  EXPECT_EQ(g.cause, "retained_graph");
+  EXPECT_EQ(g.graph_made_at, train + ":7");
+  // Line 8 reads the loss as a number: not what keeps it.
+  EXPECT_EQ(g.graph_held_at, train + ":9");
+  EXPECT_EQ(g.graph_held_how, "appends it to a list");
+  EXPECT_EQ(g.graph_held_text, "losses.append(val_loss)");
+  const an::Advice* a = find(p, "retained-graph");
+  ASSERT_TRUE(a);
+  EXPECT_NE(a->action.find("Blocks made at /src/model.py:30 by the forward pass that " + train +
+                           ":7 runs outlive the backward pass"),
+            std::string::npos)
+      << a->action;
+  EXPECT_NE(a->action.find(train + ":9 keeps it: `losses.append(val_loss)` appends it to a list."),
+            std::string::npos)
+      << a->action;
+
+  an::Report r = an::analyze({evaluation_kept(train).write(dir.file("r.trace"))});
+  const nlohmann::json cause = an::report_json(r)["growth"][0]["cause"];
+  EXPECT_EQ(cause["kind"], "retained_graph");
+  EXPECT_EQ(cause["made_at"], train + ":7");
+  EXPECT_EQ(cause["held_at"], train + ":9");
+  EXPECT_EQ(cause["held_how"], "appends it to a list");
+  EXPECT_NE(an::report_text(r).find("  cause: an autograd graph kept past its step holds the "
+                                    "activations it saved; its forward pass runs at " +
+                                    train + ":7; " + train + ":9 keeps it"),
+            std::string::npos)
+      << an::report_text(r);
+  EXPECT_NE(an::report_html(r).find("cause: an autograd graph kept past its step"), std::string::npos);
+}
+
+TEST(RetainedGraph, NamesADictStoreOnTheLoopLineItself) {
+  TempDir dir;
+  const std::string train = write_loop(dir, "print(len(outputs))\n", "    outputs[step] = model(xv)");
+  an::ProcessReport p = analyze(evaluation_kept(train), dir);
+  const an::Growth& g = growth_at(p, 30);
+  EXPECT_EQ(g.graph_held_at, train + ":7");
+  EXPECT_EQ(g.graph_held_how, "stores it in a dict or list");
+}
+
+TEST(RetainedGraph, NamesALossSummedAsATensor) {
+  TempDir dir;
+  const std::string train = write_loop(dir, "    total = total + val_loss  # running sum\n");
+  an::ProcessReport p = analyze(evaluation_kept(train), dir);
+  const an::Growth& g = growth_at(p, 30);
+  EXPECT_EQ(g.graph_held_at, train + ":8");
+  EXPECT_EQ(g.graph_held_how, "sums it across steps");
+}
+
+TEST(RetainedGraph, NoKeeperNamedWhenTheLoopKeepsOnlyNumbersOrTheSourceIsGone) {
+  TempDir dir;
+  // .item() and .detach() keep no graph; the append after the loop's block is not in the loop.
+  const std::string train = write_loop(dir,
+                                       "    total += val_loss.item()\n"
+                                       "    losses.append(val_loss.detach())\n"
+                                       "losses.append(val_loss)\n");
+  an::ProcessReport p = analyze(evaluation_kept(train), dir);
+  const an::Growth& g = growth_at(p, 30);
+  EXPECT_EQ(g.cause, "retained_graph");  // the trace still shows the blocks kept
+  EXPECT_EQ(g.graph_made_at, train + ":7");
+  EXPECT_EQ(g.graph_held_at, "");
+  const an::Advice* a = find(p, "retained-graph");
+  ASSERT_TRUE(a);
+  EXPECT_NE(a->action.find("Something keeps it: a loss summed as a tensor, or losses or outputs"),
+            std::string::npos)
+      << a->action;
+
+  an::ProcessReport gone = analyze(evaluation_kept(dir.file("missing.py")), dir);
+  EXPECT_EQ(growth_at(gone, 30).graph_made_at, dir.file("missing.py") + ":7");
+  EXPECT_EQ(growth_at(gone, 30).graph_held_at, "");
+}
+

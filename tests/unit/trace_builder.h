@@ -124,6 +124,25 @@ class TraceBuilder {
     r.id = id; r.frame_count = static_cast<uint32_t>(frames.size()); r.frames = frames.data();
     return add(r);
   }
+  // The Python frames of stack `id` (innermost first), each a code object of its own whose line
+  // is its first line (an empty line table): what the shim writes for a Python caller, as the
+  // analyzer shows it after the native frames.
+  struct PyFrame {
+    std::string_view file, function;
+    uint32_t line = 0;
+  };
+  TraceBuilder& python_stack(uint64_t id, std::initializer_list<PyFrame> frames) {
+    std::vector<gf::PyFrameRef> refs;
+    for (const PyFrame& f : frames) {
+      gf::PyCodeRecord code;
+      code.code_id = 0x9c0de000 + ++py_codes_;
+      code.first_line = f.line; code.filename = f.file; code.name = f.function;
+      code.python_minor = 12;
+      add(code);
+      refs.push_back(gf::PyFrameRef{code.code_id, 0, 0});
+    }
+    return add(gf::PyStackRecord{id, static_cast<uint32_t>(refs.size()), refs.data()});
+  }
   // A TorchEvent (the torch bridge): action, block/segment address (oom: free bytes), size.
   TraceBuilder& torch(gf::TorchAction action, uint64_t address, uint64_t size, uint64_t stack_id = 0,
                       int32_t device = 0) {
@@ -246,6 +265,7 @@ class TraceBuilder {
   };
 
   bool blocked() const { return gf::has_blocks(version_); }
+  uint64_t py_codes_ = 0;
   TraceBuilder& dirty() {
     stale_ = blocked();
     return *this;

@@ -179,6 +179,13 @@ struct Growth {
   std::vector<Frame> stack;
   bool suppressed = false;
   std::string suppressed_by;
+  // Why it grows, when the trace shows it (findings/retained_graph.h): "retained_graph" (the
+  // blocks of forward passes outlive the backward pass after them, step after step); else empty.
+  std::string cause;
+  std::string graph_made_at;     // retained_graph: the loop line whose forward pass made them
+  std::string graph_held_at;     // ... the line that keeps the graph ("file:line"; empty: not seen)
+  std::string graph_held_how;    // ... what that line does ("appends it to a list", ...)
+  std::string graph_held_text;   // ... that line, as the source reads
 };
 
 // An OOM judged by what limited it: the process's own cap, the device, or fragmentation.
