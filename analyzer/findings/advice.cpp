@@ -318,10 +318,10 @@ std::vector<Advice> advise(const ProcessReport& p) {
   advise_optimizer_peak(p, pid, out);
   advise_near_capacity(p, pid, out);
   const size_t generic = out.size();
-  advise_activations(p, out);
-  if (out.size() != generic)  // the OOM's own figures say more than the peak's general advice
+  advise_activations(p, capacity(p), out);
+  if (out.size() != generic)  // the categories' figures say more than the peak's general advice
     std::erase_if(out, [](const Advice& a) {
-      return a.id == "gradient-checkpointing" || a.id == "gradient-accumulation";
+      return a.id == "gradient-checkpointing" || a.id == "gradient-accumulation" || a.id == "amp";
     });
   return out;
 }

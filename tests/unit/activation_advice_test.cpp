@@ -154,6 +154,69 @@ TEST(ActivationAdvice, NoneWithoutCategories) {
 
 namespace {
 
+// Steps under a 1 GiB cap that fit: 64 MiB of weights, forward passes keeping `per_layer` bytes at
+// each of two layers for backward, 64 MiB of gradients made while they are alive. No OOM.
+TraceBuilder near_cap(uint64_t per_layer, uint64_t weights = 64 * MiB) {
+  const uint64_t cap = 1024 * MiB;
+  TraceBuilder t = base(cap);
+  t.torch(gf::TorchAction::kAlloc, kSegment, weights, 1);
+  t.torch(gf::TorchAction::kTag, kSegment, kParameter);
+  const uint64_t a = kSegment + weights + 64 * MiB, b = a + per_layer;
+  for (int step = 0; step < 4; ++step) {
+    t.torch(gf::TorchAction::kAlloc, a, per_layer, 2);
+    t.torch(gf::TorchAction::kAlloc, b, per_layer, 3);
+    backward(t, true);
+    t.torch(gf::TorchAction::kAlloc, kSegment + weights, 64 * MiB, 1);
+    t.torch(gf::TorchAction::kFreeCompleted, a, 0);
+    t.torch(gf::TorchAction::kFreeCompleted, b, 0);
+    backward(t, false);
+    t.torch(gf::TorchAction::kTag, kSegment + weights, kGradient);
+    t.torch(gf::TorchAction::kFreeCompleted, kSegment + weights, 0);
+    t.marker(gf::MarkerKind::kStep, "optimizer.step");
+  }
+  t.end();
+  return t;
+}
+
+}  // namespace
+
+TEST(ActivationAdvice, APeakNearTheCapThatActivationsFillGetsTheSameAdviceWithoutAnOom) {
+  TempDir dir;
+  an::ProcessReport p = analyze(near_cap(420 * MiB), dir);
+  ASSERT_TRUE(p.categories);
+  EXPECT_TRUE(p.categories->ooms.empty());
+  const an::Advice* ckpt = find(p, "activation-checkpointing");
+  ASSERT_TRUE(ckpt);
+  EXPECT_EQ(ckpt->finding, "peak:11");
+  // 840 MiB of activations among 968 MiB of tensors at the peak; the cap's segment is the device's.
+  EXPECT_NE(ckpt->evidence.find("at the peak (1.00 GiB of 1.00 GiB, 100 %): activations 840.00 MiB "
+                                "of 968.00 MiB in tensors (87 %)"),
+            std::string::npos)
+      << ckpt->evidence;
+  EXPECT_TRUE(find(p, "mixed-precision"));
+  const an::Advice* micro = find(p, "micro-batch");
+  ASSERT_TRUE(micro);
+  EXPECT_NE(micro->action.find("give back about 420.00 MiB, bringing what this peak needs beyond "
+                               "the allocator's cache from 968.00 MiB to about 548.00 MiB (54 % "
+                               "of 1.00 GiB)"),
+            std::string::npos)
+      << micro->action;
+  // The categories' advice replaces the peak's general advice.
+  for (const char* id : {"gradient-checkpointing", "amp", "gradient-accumulation"})
+    EXPECT_FALSE(find(p, id)) << id;
+}
+
+TEST(ActivationAdvice, NoneAtAPeakFarFromTheCapOrFilledByWeights) {
+  TempDir dir;
+  // The cap's whole segment is reserved at once, so the device peak is always at the cap; what
+  // the tensors hold decides. Weights of 700 MiB against 2 x 60 MiB of activations:
+  an::ProcessReport weights = analyze(near_cap(60 * MiB, 700 * MiB), dir);
+  for (const char* id : {"activation-checkpointing", "mixed-precision", "micro-batch"})
+    EXPECT_FALSE(find(weights, id)) << id;
+}
+
+namespace {
+
 // Steps of a training loop: each forward pass saves 1 MiB at stack 2 for backward; with `retain`
 // the backward pass leaves it alive (a graph kept past its step, as backward(retain_graph=True)
 // with the loss summed as a tensor does), else frees it.
