@@ -188,10 +188,11 @@ if not only_overhead:
               and "max-split-size" not in advice, str(advice))
 
 # Issue 22: OOMs under a 3 % cap that activations filled (activation advice, no allocator
-# settings) and that weights filled (none of the activation advice); the retained-graph loops and
+# settings) and that weights filled (none of the activation advice), one that fragmentation caused
+# (expandable_segments advice kept); the retained-graph loops and
 # a clean one (growth, and its advice, only where a graph or outputs are kept).
 cause = here / "torch_cause.py"
-for mode in () if only_overhead else ("activation_oom", "weights_oom"):
+for mode in () if only_overhead else ("activation_oom", "weights_oom", "fragmentation_oom"):
     r, traces = run(f"cause_{mode}", [sys.executable, cause, mode])
     check(f"cause_{mode}: the OOM was raised and caught", r.returncode == 0 and "OutOfMemoryError" in r.stdout,
           repr((r.stdout[-300:], r.stderr[-1500:])))
@@ -209,8 +210,16 @@ for mode in () if only_overhead else ("activation_oom", "weights_oom"):
               wanted <= advice.keys(), str(list(advice)))
         check("cause_activation_oom: no allocator-settings advice",
               "expandable-segments" not in advice and "max-split-size" not in advice, str(list(advice)))
-    else:
+    elif mode == "weights_oom":
         check("cause_weights_oom: none of the activation advice", not (wanted & advice.keys()), str(list(advice)))
+    else:
+        ooms = [o for d in rep["fragmentation"]["per_device"] for o in d["ooms"] if o["source"] == "torch"]
+        print("   fragmentation ooms: " + json.dumps([(o["cause"], o["verdict"]) for o in ooms])[:1200])
+        check("cause_fragmentation_oom: judged fragmentation", ooms and ooms[0]["cause"] == "fragmentation",
+              json.dumps(ooms)[:1500])
+        check("cause_fragmentation_oom: expandable_segments advised, no cap or activation advice",
+              "expandable-segments" in advice and "raise-memory-fraction" not in advice
+              and not (wanted & advice.keys()), str(list(advice)))
 for mode in () if only_overhead else ("retain_accumulate", "list_losses", "dict_outputs", "clean"):
     bare, _ = run(f"cause_{mode}_bare", [sys.executable, cause, mode], shim_on=False)
     r, traces = run(f"cause_{mode}", [sys.executable, cause, mode])

@@ -10,6 +10,9 @@ tensors' categories).
   activation_oom     a deep MLP under a 3 % memory-fraction cap, batch doubled until CUDA OOM in the
                      forward/backward pass: activations dominate
   weights_oom        the same cap, layers added to a model until OOM: weights dominate
+  fragmentation_oom  a 1.17 GiB cap; a 1 GiB block freed and cut into 16 blocks of 64 MiB, every
+                     other one freed: 512 MiB free in the cache, no 256 MiB hole, so asking 256 MiB
+                     fails (fragmentation, not the cap's size)
 Usage: python torch_cause.py MODE [STEPS]"""
 import sys
 
@@ -96,11 +99,28 @@ def weights_oom():
             x = layer(x)
 
 
+def fragmentation_oom():
+    total = torch.cuda.get_device_properties(dev).total_memory
+    torch.cuda.set_per_process_memory_fraction((1200 << 20) / total)
+    big = torch.empty(1 << 30, dtype=torch.uint8, device=dev)  # one 1 GiB segment
+    del big
+    blocks = [torch.empty(64 << 20, dtype=torch.uint8, device=dev) for _ in range(16)]  # cut from it
+    del blocks[::2]
+    try:
+        torch.empty(256 << 20, dtype=torch.uint8, device=dev)  # site: fragmented_request
+    except torch.OutOfMemoryError as e:
+        print(f"{mode}: OutOfMemoryError", str(e).splitlines()[0][:200])
+        return
+    print(f"{mode}: no OOM")
+
+
 if mode in ("retain_accumulate", "list_losses", "dict_outputs", "clean"):
     train_loop()
 elif mode == "activation_oom":
     oom_under_cap(activation_oom)
 elif mode == "weights_oom":
     oom_under_cap(weights_oom)
+elif mode == "fragmentation_oom":
+    fragmentation_oom()
 else:
     sys.exit(f"unknown mode {mode}")
