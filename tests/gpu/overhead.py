@@ -6,7 +6,9 @@ step of each kind, timed per step with torch.cuda.synchronize(), in a process of
            step): what the memory categories' tags cost (GPUMEMSHIM_CATEGORIES=0 against 1)
 Configurations (the driver, run_overhead.py, starts one process per configuration and round):
   base (nothing), shim (run under LD_PRELOAD=libgpumemshim.so: bridge + Python stacks),
-  torch (torch.cuda.memory._record_memory_history(stacks="python")).
+  torch (torch.cuda.memory._record_memory_history(stacks="python")),
+  profiler (the steps inside torch.profiler.profile(profile_memory=True, with_stack=True,
+  record_shapes=True): what torch.profiler's memory timeline needs).
   interleaved (under the shim): the three alternate step by step in this one process, the shim
   paused (gpumemshim.pause()) for base and torch steps.
 Prints one JSON line per configuration: {"kind", "config", "median_ms", "steps", "allocs_per_step"}.
@@ -65,6 +67,15 @@ step()
 torch.cuda.synchronize()
 allocs = torch.cuda.memory_stats().get("allocation.all.allocated", 0) - before
 
+if config == "profiler":
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], profile_memory=True,
+                 with_stack=True, record_shapes=True):
+        times = [timed() for _ in range(steps)]
+    print(json.dumps({"kind": kind, "config": config, "median_ms": statistics.median(times),
+                      "steps": steps, "allocs_per_step": allocs}))
+    sys.exit(0)
 if config != "interleaved":
     times = [timed() for _ in range(steps)]
     print(json.dumps({"kind": kind, "config": config, "median_ms": statistics.median(times),

@@ -1,7 +1,9 @@
 """Drives overhead.py: configurations interleaved round by round in one run (base, shim, torch,
 base, shim, torch, ...), each a fresh process; prints a table of the median of the per-process
 step medians and the overhead against base. shim-nocat is the shim with GPUMEMSHIM_CATEGORIES=0: the
-memory categories' tags cost shim minus shim-nocat (kind optim has an optimizer to tag).
+memory categories' tags cost shim minus shim-nocat (kind optim has an optimizer to tag); profiler
+is torch.profiler with its memory timeline's options. GMS_OVERHEAD_KINDS and GMS_OVERHEAD_CONFIGS
+(space-separated) choose a subset; base always runs.
 Usage: run_overhead.py SHIM OUT.json [ROUNDS STEPS]"""
 import json
 import os
@@ -17,10 +19,12 @@ script = pathlib.Path(__file__).parent / "overhead.py"
 tdir = out.parent / "overhead-traces"
 tdir.mkdir(parents=True, exist_ok=True)
 results = []
-KINDS = ("alloc", "compute", "optim")
+KINDS = tuple(os.environ.get("GMS_OVERHEAD_KINDS", "alloc compute optim").split())
+CONFIGS = ("base", *[c for c in os.environ.get(
+    "GMS_OVERHEAD_CONFIGS", "shim torch shim-python shim-nocat profiler").split() if c != "base"])
 for kind in KINDS:
     for r in range(rounds):
-        for config in ("base", "shim", "torch", "shim-python", "shim-nocat"):
+        for config in CONFIGS:
             env = dict(os.environ)
             if config.startswith("shim"):
                 env["LD_PRELOAD"] = shim
@@ -38,6 +42,8 @@ for kind in KINDS:
             row["config"] = config
             results.append(row)
     # The same three, alternating step by step inside one process under the shim.
+    if "interleaved" not in os.environ.get("GMS_OVERHEAD_CONFIGS", "interleaved"):
+        continue
     env = dict(os.environ, LD_PRELOAD=shim, GPUMEMSHIM_OUTPUT=str(tdir / f"{kind}.interleaved.%p.trace"))
     p = subprocess.run([sys.executable, str(script), kind, "interleaved", str(2 * steps)], env=env,
                        capture_output=True, text=True, timeout=600)
@@ -48,8 +54,8 @@ for kind in KINDS:
 table = {}
 for kind in KINDS:
     base = statistics.median(x["median_ms"] for x in results if x["kind"] == kind and x["config"] == "base")
-    for config in ("base", "shim", "shim-nocat", "shim-python", "torch", "in-process base", "in-process shim",
-                   "in-process torch"):
+    for config in ("base", "shim", "shim-nocat", "shim-python", "torch", "profiler", "in-process base",
+                   "in-process shim", "in-process torch"):
         if config.startswith("in-process"):
             ref = [x["median_ms"] for x in results if x["kind"] == kind and x["config"] == "in-process base"]
             base = ref[0] if ref else base
