@@ -122,15 +122,16 @@ bool advise_pressure(const ProcessReport& p, const Pressure& m, std::vector<Advi
     const uint64_t halved = total - s.activations / 2;
     out.push_back(
         {"micro-batch", "Split the batch and accumulate gradients",
-         fmt::format("Activations grow with the batch: 2 micro-batches of half the batch each "
-                     "(backward() on each, optimizer.step() once) keep the effective batch and "
-                     "give back about {}, bringing what this peak needs beyond the allocator's "
-                     "cache from {} to about {}{}.",
-                     human_bytes(s.activations / 2), human_bytes(total), human_bytes(halved),
-                     limit ? fmt::format(" ({:.0f} % of {})",
-                                         100.0 * static_cast<double>(halved) / static_cast<double>(limit),
-                                         human_bytes(limit))
-                           : std::string()),
+         fmt::format(
+             "Activations grow with the batch: 2 micro-batches of half the batch each "
+             "(backward() on each, optimizer.step() once) keep the effective batch and "
+             "give back about {}, bringing what this peak needs beyond the allocator's "
+             "cache from {} to about {}{}.",
+             human_bytes(s.activations / 2), human_bytes(total), human_bytes(halved),
+             limit ? fmt::format(" ({:.0f} % of {})",
+                                 100.0 * static_cast<double>(halved) / static_cast<double>(limit),
+                                 human_bytes(limit))
+                   : std::string()),
          finding, evidence});
     return true;
   }
@@ -162,18 +163,30 @@ void advise_activations(const ProcessReport& p, uint64_t capacity, std::vector<A
   std::vector<int32_t> advised;  // the first OOM of each device says it
   for (const CategoryOom& o : p.categories->ooms) {
     if (std::find(advised.begin(), advised.end(), o.device) != advised.end()) continue;
-    Pressure m{o.device, &o.at, o.in_pass, o.requested, limit_of(p, o.device),
-               fmt::format("oom:{}:{}", p.info.pid, o.device),
-               fmt::format("at the OOM on device {} (asking {})", o.device, human_bytes(o.requested))};
+    Pressure m{
+        o.device,
+        &o.at,
+        o.in_pass,
+        o.requested,
+        limit_of(p, o.device),
+        fmt::format("oom:{}:{}", p.info.pid, o.device),
+        fmt::format("at the OOM on device {} (asking {})", o.device, human_bytes(o.requested))};
     if (advise_pressure(p, m, out)) advised.push_back(o.device);
   }
   // Without an OOM, a peak that came near what the process may use, activations dominating it.
   const uint64_t peak = p.summary.peak_bytes;
-  if (!advised.empty() || !capacity || static_cast<double>(peak) < kNearCapacity * static_cast<double>(capacity))
+  if (!advised.empty() || !capacity ||
+      static_cast<double>(peak) < kNearCapacity * static_cast<double>(capacity))
     return;
-  Pressure m{0, &p.categories->peak, 0, 0, capacity, fmt::format("peak:{}", p.info.pid),
-             fmt::format("at the peak ({} of {}, {:.0f} %)", human_bytes(peak), human_bytes(capacity),
-                         100.0 * static_cast<double>(peak) / static_cast<double>(capacity))};
+  Pressure m{
+      0,
+      &p.categories->peak,
+      0,
+      0,
+      capacity,
+      fmt::format("peak:{}", p.info.pid),
+      fmt::format("at the peak ({} of {}, {:.0f} %)", human_bytes(peak), human_bytes(capacity),
+                  100.0 * static_cast<double>(peak) / static_cast<double>(capacity))};
   advise_pressure(p, m, out);
 }
 

@@ -13,7 +13,9 @@ namespace {
 constexpr uint32_t kMaxLinesAfter = 60;
 constexpr size_t kMaxLineBytes = 4096;
 
-bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool ident_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
 
 std::string_view trim(std::string_view s) {
   size_t b = s.find_first_not_of(" \t\r");
@@ -26,8 +28,10 @@ std::string_view code_of(std::string_view s) {
   char quote = 0;
   for (size_t i = 0; i < s.size(); ++i) {
     if (quote) {
-      if (s[i] == '\\') ++i;
-      else if (s[i] == quote) quote = 0;
+      if (s[i] == '\\')
+        ++i;
+      else if (s[i] == quote)
+        quote = 0;
     } else if (s[i] == '"' || s[i] == '\'') {
       quote = s[i];
     } else if (s[i] == '#') {
@@ -49,12 +53,15 @@ size_t assignment(std::string_view code, bool* augmented = nullptr) {
   int depth = 0;
   for (size_t i = 0; i < code.size(); ++i) {
     const char c = code[i];
-    if (c == '(' || c == '[' || c == '{') ++depth;
-    else if (c == ')' || c == ']' || c == '}') --depth;
+    if (c == '(' || c == '[' || c == '{')
+      ++depth;
+    else if (c == ')' || c == ']' || c == '}')
+      --depth;
     else if (c == '=' && depth == 0) {
       if (i + 1 < code.size() && code[i + 1] == '=') return std::string_view::npos;
       const char before = i ? code[i - 1] : ' ';
-      if (before == '=' || before == '<' || before == '>' || before == '!') return std::string_view::npos;
+      if (before == '=' || before == '<' || before == '>' || before == '!')
+        return std::string_view::npos;
       if (augmented) *augmented = before == '+';
       return before == '+' ? i - 1 : i;
     }
@@ -68,8 +75,8 @@ bool uses_whole(std::string_view code, std::string_view name) {
   for (size_t at = code.find(name); at != std::string_view::npos; at = code.find(name, at + 1)) {
     const size_t end = at + name.size();
     if (at > 0 && (ident_char(code[at - 1]) || code[at - 1] == '.')) continue;
-    if (end < code.size() && (ident_char(code[end]) || code[end] == '.' || code[end] == '(' ||
-                              code[end] == '['))
+    if (end < code.size() &&
+        (ident_char(code[end]) || code[end] == '.' || code[end] == '(' || code[end] == '['))
       continue;
     return true;
   }
@@ -112,7 +119,8 @@ std::string keeps(std::string_view code, std::string_view name) {
   if (augmented) return "sums it across steps";
   if (lhs.find('[') != std::string_view::npos) return "stores it in a dict or list";
   // `total = total + loss`: the target is also summed on the right.
-  if (uses_whole(rhs, lhs) && rhs.find('+') != std::string_view::npos) return "sums it across steps";
+  if (uses_whole(rhs, lhs) && rhs.find('+') != std::string_view::npos)
+    return "sums it across steps";
   return {};
 }
 
@@ -135,7 +143,8 @@ std::optional<GraphKeeper> find_graph_keeper(const std::string& file, uint32_t l
     return GraphKeeper{line, std::string(trim(made)), "appends it to a list"};
   if (eq != std::string_view::npos && augmented)
     return GraphKeeper{line, std::string(trim(made)), "sums it across steps"};
-  if (eq != std::string_view::npos && trim(made_code.substr(0, eq)).find('[') != std::string_view::npos)
+  if (eq != std::string_view::npos &&
+      trim(made_code.substr(0, eq)).find('[') != std::string_view::npos)
     return GraphKeeper{line, std::string(trim(made)), "stores it in a dict or list"};
   const std::vector<std::string> names = assigned_names(made_code);
   if (names.empty()) return std::nullopt;

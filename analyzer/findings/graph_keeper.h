@@ -13,7 +13,7 @@ namespace gpumemshim::analyzer {
 struct GraphKeeper {
   uint32_t line = 0;
   std::string text;  // the line, trimmed
-  std::string how;   // "sums it across steps", "appends it to a list", "stores it in a dict or list"
+  std::string how;  // "sums it across steps", "appends it to a list", "stores it in a dict or list"
 };
 
 // The keeper of what `file`:`line` makes; none when the file cannot be read or no line of the

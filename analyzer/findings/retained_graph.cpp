@@ -61,7 +61,9 @@ std::optional<Frame> making_line(const std::vector<CategorySite>& kept) {
   return *common.back();
 }
 
-std::string place(const Frame& f) { return fmt::format("{}:{}", f.file, f.line); }
+std::string place(const Frame& f) {
+  return fmt::format("{}:{}", f.file, f.line);
+}
 
 }  // namespace
 
