@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 
 #include "gpumemshim/analyzer/analyze.h"
@@ -31,6 +32,19 @@ constexpr uint8_t kParameter = 1, kGradient = 2;
 
 void backward(TraceBuilder& t, bool push) {
   t.marker(push ? gf::MarkerKind::kRangePush : gf::MarkerKind::kRangePop, "torch.backward");
+}
+
+// The rest of a training step after its forward pass: the backward pass makes 64 MiB of
+// gradients at `grads` (stack 1) and frees `saved`, what the forward pass kept for it; the
+// gradients are told as such and freed, and optimizer.step() is marked.
+void backward_and_step(TraceBuilder& t, uint64_t grads, std::initializer_list<uint64_t> saved) {
+  backward(t, true);
+  t.torch(gf::TorchAction::kAlloc, grads, 64 * MiB, 1);
+  for (uint64_t block : saved) t.torch(gf::TorchAction::kFreeCompleted, block, 0);
+  backward(t, false);
+  t.torch(gf::TorchAction::kTag, grads, kGradient);
+  t.torch(gf::TorchAction::kFreeCompleted, grads, 0);
+  t.marker(gf::MarkerKind::kStep, "optimizer.step");
 }
 
 TraceBuilder base(uint64_t cap_bytes) {
@@ -64,14 +78,7 @@ TraceBuilder activation_oom() {
       t.torch(gf::TorchAction::kOom, kDevice - 1100 * MiB, 800 * MiB);
       break;
     }
-    backward(t, true);
-    t.torch(gf::TorchAction::kAlloc, kSegment + 64 * MiB, 64 * MiB, 1);
-    t.torch(gf::TorchAction::kFreeCompleted, a, 0);
-    t.torch(gf::TorchAction::kFreeCompleted, b, 0);
-    backward(t, false);
-    t.torch(gf::TorchAction::kTag, kSegment + 64 * MiB, kGradient);
-    t.torch(gf::TorchAction::kFreeCompleted, kSegment + 64 * MiB, 0);
-    t.marker(gf::MarkerKind::kStep, "optimizer.step");
+    backward_and_step(t, kSegment + 64 * MiB, {a, b});
   }
   t.end();
   return t;
@@ -165,14 +172,7 @@ TraceBuilder near_cap(uint64_t per_layer, uint64_t weights = 64 * MiB) {
   for (int step = 0; step < 4; ++step) {
     t.torch(gf::TorchAction::kAlloc, a, per_layer, 2);
     t.torch(gf::TorchAction::kAlloc, b, per_layer, 3);
-    backward(t, true);
-    t.torch(gf::TorchAction::kAlloc, kSegment + weights, 64 * MiB, 1);
-    t.torch(gf::TorchAction::kFreeCompleted, a, 0);
-    t.torch(gf::TorchAction::kFreeCompleted, b, 0);
-    backward(t, false);
-    t.torch(gf::TorchAction::kTag, kSegment + weights, kGradient);
-    t.torch(gf::TorchAction::kFreeCompleted, kSegment + weights, 0);
-    t.marker(gf::MarkerKind::kStep, "optimizer.step");
+    backward_and_step(t, kSegment + weights, {a, b});
   }
   t.end();
   return t;
@@ -229,13 +229,10 @@ TraceBuilder training(bool retain, int steps = 24) {
     const uint64_t saved = next;
     next += 2 * MiB;
     t.torch(gf::TorchAction::kAlloc, saved, 1 * MiB, 2);
-    backward(t, true);
-    t.torch(gf::TorchAction::kAlloc, kSegment + 64 * MiB, 64 * MiB, 1);
-    if (!retain) t.torch(gf::TorchAction::kFreeCompleted, saved, 0);
-    backward(t, false);
-    t.torch(gf::TorchAction::kTag, kSegment + 64 * MiB, kGradient);
-    t.torch(gf::TorchAction::kFreeCompleted, kSegment + 64 * MiB, 0);
-    t.marker(gf::MarkerKind::kStep, "optimizer.step");
+    if (retain)
+      backward_and_step(t, kSegment + 64 * MiB, {});
+    else
+      backward_and_step(t, kSegment + 64 * MiB, {saved});
   }
   t.end();
   return t;
@@ -361,12 +358,14 @@ TEST(RetainedGraph, NamesTheLoopLineAndTheListAppendThatKeepsIt) {
                                     train + ":7; " + train + ":9 keeps it"),
             std::string::npos)
       << an::report_text(r);
-  EXPECT_NE(an::report_html(r).find("cause: an autograd graph kept past its step"), std::string::npos);
+  EXPECT_NE(an::report_html(r).find("cause: an autograd graph kept past its step"),
+            std::string::npos);
 }
 
 TEST(RetainedGraph, NamesADictStoreOnTheLoopLineItself) {
   TempDir dir;
-  const std::string train = write_loop(dir, "print(len(outputs))\n", "    outputs[step] = model(xv)");
+  const std::string train =
+      write_loop(dir, "print(len(outputs))\n", "    outputs[step] = model(xv)");
   an::ProcessReport p = analyze(evaluation_kept(train), dir);
   const an::Growth& g = growth_at(p, 30);
   EXPECT_EQ(g.graph_held_at, train + ":7");
@@ -404,4 +403,3 @@ TEST(RetainedGraph, NoKeeperNamedWhenTheLoopKeepsOnlyNumbersOrTheSourceIsGone) {
   EXPECT_EQ(growth_at(gone, 30).graph_made_at, dir.file("missing.py") + ":7");
   EXPECT_EQ(growth_at(gone, 30).graph_held_at, "");
 }
-
