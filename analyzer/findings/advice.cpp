@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "findings/activation_advice.h"
+#include "findings/pool_advice.h"
 #include "findings/retained_graph.h"
 #include "gpumemshim/analyzer/units.h"
 #include "report/analysis.h"
@@ -317,6 +318,7 @@ std::vector<Advice> advise(const ProcessReport& p) {
   advise_fragmentation(p, pid, out);
   advise_optimizer_peak(p, pid, out);
   advise_near_capacity(p, pid, out);
+  advise_cupy_pool(p, capacity(p), out);
   const size_t generic = out.size();
   advise_activations(p, capacity(p), out);
   if (out.size() != generic)  // the categories' figures say more than the peak's general advice

@@ -7,6 +7,7 @@
 #include <optional>
 #include <tuple>
 
+#include "findings/libraries.h"
 #include "findings/library_owned.h"
 #include "report/analysis.h"
 #include "report/stack_view.h"
@@ -41,6 +42,7 @@ enum class Origin : uint8_t {
   kAfterStep,   // allocated after it: a leak only when the site accumulates survivors
   kAddress,     // address space (mappings, reservations)
   kLibrary,     // made by a library for itself (a handle, a workspace): library_owned.h
+  kPool,        // a segment of CuPy's memory pool (asked for by CuPy's module)
 };
 
 // Survivors from this many different steps make a site "accumulating": one or two steps' worth
@@ -127,6 +129,14 @@ std::map<RawKey, Survivors> raw_survivors(const Replay& replay) {
   return raw;
 }
 
+// CuPy's memory pool keeps every block its arrays free and hands it out again: its segments alive
+// at exit are its cache, as PyTorch's are. (Without the pool's own events the trace cannot tell
+// which of its blocks arrays still used; growth, measured on the segments, still finds arrays kept
+// step after step.)
+bool is_cupy_pool(StackView& stacks, uint64_t stack_id) {
+  return identify_library(stacks.asking_module(stack_id), {}).name == kCupyPool;
+}
+
 struct Merged {
   SiteGroup group;
   Survivors survivors;
@@ -154,6 +164,9 @@ std::map<MergedKey, Merged> merge_by_stack(const std::map<RawKey, Survivors>& ra
     std::string region = raw_region;
     if (library && library_can_own(origin)) {
       origin = Origin::kLibrary;
+      region.clear();
+    } else if (library_can_own(origin) && is_cupy_pool(stacks, stack_id)) {
+      origin = Origin::kPool;
       region.clear();
     }
     const std::vector<Frame>& frames = stacks.frames(stack_id);
@@ -193,6 +206,9 @@ Verdict verdict_at_exit(const SiteGroup& g, Origin origin, const Survivors& s) {
   switch (origin) {
     case Origin::kAddress: return {"unreleased", "address space still mapped or reserved at exit"};
     case Origin::kCached: return {"cached", "segment held by PyTorch's caching allocator"};
+    case Origin::kPool:
+      return {"cached", "segment held by CuPy's memory pool: blocks freed by arrays stay in the pool "
+                        "for reuse (cupy.get_default_memory_pool().free_all_blocks() returns them)"};
     case Origin::kRegion:
     case Origin::kOpenRegion:
       return {"leak", fmt::format("allocated inside expect_no_leak region '{}' and alive at its end",
@@ -220,6 +236,7 @@ Verdict verdict_at_trace_end(const SiteGroup& g, Origin origin, const Survivors&
     case Origin::kAddress:
       return {"unreleased", fmt::format("address space still mapped or reserved when the trace ended ({})", kWhy)};
     case Origin::kCached:
+    case Origin::kPool:
     case Origin::kRegion:
     case Origin::kLibrary:
       return verdict_at_exit(g, origin, s);

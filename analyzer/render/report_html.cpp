@@ -7,6 +7,7 @@
 #include "gpumemshim/analyzer/render.h"
 #include "gpumemshim/analyzer/units.h"
 #include "render/accounting_render.h"
+#include "render/libraries_render.h"
 #include "render/escape.h"
 #include "render/html_chart.h"
 #include "render/json_parts.h"
@@ -197,6 +198,7 @@ std::string process_section(const ProcessReport& p) {
         "<p class=\"muted\">library memory (handles, workspaces; not leaks): {} in {}</p>\n",
         esc(human_bytes(s.library_bytes)), esc(plural(s.library_allocations, "allocation")));
   out += accounting_html(p.accounting);
+  out += libraries_html(p.libraries);
   if (p.timeline) out += timeline_section(*p.timeline);
   if (p.categories) out += categories_section(*p.categories);
   return out;

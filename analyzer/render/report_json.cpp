@@ -2,6 +2,7 @@
 
 #include "gpumemshim/analyzer/render.h"
 #include "render/accounting_render.h"
+#include "render/libraries_render.h"
 #include "render/json_parts.h"
 #include "render/sites.h"
 
@@ -236,6 +237,7 @@ json process_json(const ProcessReport& p) {
           {"devices", std::move(devices)},
           {"attributes", std::move(attributes)}};
   o["accounting"] = accounting_json(p.accounting);
+  o["libraries"] = libraries_json(p.libraries);
   if (p.timeline) o["timeline"] = timeline_json(*p.timeline);
   if (p.categories) o["categories"] = categories_json(*p.categories);
   return o;

@@ -4,6 +4,7 @@
 #include "gpumemshim/analyzer/render.h"
 #include "gpumemshim/analyzer/units.h"
 #include "render/accounting_render.h"
+#include "render/libraries_render.h"
 #include "render/sites.h"
 
 namespace gpumemshim::analyzer {
@@ -264,6 +265,7 @@ std::string report_text(const Report& report) {
     out += fmt::format("   markers: {} (steps: {}, ranges: {})\n", p.summary.markers, p.summary.steps,
                        p.summary.ranges);
     out += accounting_text(p.accounting);
+    out += libraries_text(p.libraries);
     out += "\n";
     for (const SiteGroup& g : p.leaks) {
       std::string label = g.kind == "cached"     ? "CACHED (allocator segment)"

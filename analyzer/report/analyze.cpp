@@ -8,6 +8,7 @@
 #include "findings/fragmentation.h"
 #include "findings/growth_sites.h"
 #include "findings/leaks.h"
+#include "findings/libraries.h"
 #include "findings/ranks.h"
 #include "findings/retained_graph.h"
 #include "findings/timeline.h"
@@ -170,6 +171,7 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   p.torch_peak_time_ns = trace.replay.peaks().torch_time_ns();
   p.categories = find_categories(trace, stacks);
   p.accounting = find_accounting(trace);
+  p.libraries = find_libraries(trace, stacks);
   find_retained_graphs(p);
   p.advice = advise(p);
   if (options.timelines)

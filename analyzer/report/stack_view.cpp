@@ -274,6 +274,20 @@ const std::optional<LibraryOwner>& StackView::library_owner(uint64_t stack_id) {
   return owners_.emplace(stack_id, analyzer::library_owner(raw_frames(own))).first->second;
 }
 
+const std::string& StackView::asking_module(uint64_t stack_id) {
+  if (auto known = askers_.find(stack_id); known != askers_.end()) return known->second;
+  uint64_t own = stack_id;
+  if (auto a = trace_.attributed_stacks.find(stack_id); a != trace_.attributed_stacks.end())
+    own = a->second.first;
+  std::string module;
+  for (const Frame& f : raw_frames(own)) {
+    if (f.python || is_cuda_internal(f) || f.module.empty()) continue;
+    module = f.module;
+    break;
+  }
+  return askers_.emplace(stack_id, std::move(module)).first->second;
+}
+
 // Symbolized native (and Python) frames, before any frame is dropped.
 std::vector<Frame> StackView::raw_frames(uint64_t stack_id) {
   std::vector<Frame> out;

@@ -30,6 +30,9 @@ class StackView {
   // The library whose own memory an allocation with this stack is (library_owned.h), judged on the
   // native frames the shim recorded (an attributed stack's own frames); nullopt when none.
   const std::optional<LibraryOwner>& library_owner(uint64_t stack_id);
+  // The module (its path) of the innermost native frame outside the shim and CUDA itself: the
+  // shared object or program that asked CUDA for the memory; "" when no native frame was recorded.
+  const std::string& asking_module(uint64_t stack_id);
 
  private:
   // What one pc gives, made once per pc and position (a return address is looked up at pc-1):
@@ -59,6 +62,7 @@ class StackView {
   std::unordered_map<uint64_t, std::vector<Frame>> cache_;
   std::unordered_map<uint64_t, std::string> keys_;
   std::unordered_map<uint64_t, std::optional<LibraryOwner>> owners_;
+  std::unordered_map<uint64_t, std::string> askers_;
 };
 
 // True when the module's file name starts with "libgpumemshim" (the shim's own frames).

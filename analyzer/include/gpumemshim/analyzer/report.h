@@ -483,6 +483,22 @@ struct AccountingPoint {
 // Integrity from the reader's own value; version names unchecked traces ("unchecked (format 2)").
 Integrity integrity_of(const format::TraceIntegrity& t, format::Version version);
 
+// Device memory by who asked CUDA for it: a framework's allocator (PyTorch's caching allocator,
+// CuPy's memory pool, XLA's allocator in jaxlib), a library on its own (NCCL, cuBLAS, cuDNN...), the
+// program itself or another shared object of the user's (an extension). Told from the innermost
+// native frame of each allocation outside the shim and CUDA itself.
+struct LibraryMemory {
+  std::string name;    // "NCCL", "PyTorch (caching allocator)", "my_ext.so"
+  std::string module;  // the file name of the shared object or program; "" when no native stack
+  std::string role;    // "framework", "library", "program", "python" (ctypes/cffi), "unknown"
+  std::optional<uint64_t> peak_bytes;  // its own highest live bytes (unknown for the rare trace
+                                       // whose changes are too many to keep: see libraries.h)
+  uint64_t at_peak_bytes = 0;  // live at the process's device-memory peak
+  uint64_t end_bytes = 0;      // live when the trace ended
+  size_t sites = 0;            // call sites
+  std::string top_site;        // the label of its call site with the highest own peak
+};
+
 struct ProcessReport {
   std::string trace;
   Integrity integrity;
@@ -514,6 +530,7 @@ struct ProcessReport {
   std::optional<MemoryCategories> categories;  // with PyTorch's allocator events
   // Per device: peak, end, then OOMs; empty without a device view (no NVML, no cudaMemGetInfo).
   std::vector<AccountingPoint> accounting;
+  std::vector<LibraryMemory> libraries;  // at_peak_bytes, then peak_bytes descending
 };
 
 // A trace left out because another one given is the same recording: the same file (a path given
