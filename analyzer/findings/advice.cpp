@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "findings/activation_advice.h"
+#include "findings/frameworks.h"
 #include "findings/pool_advice.h"
 #include "findings/retained_graph.h"
 #include "gpumemshim/analyzer/units.h"
@@ -35,15 +36,6 @@ const Frame* first_with_line(const std::vector<Frame>& stack) {
   for (const Frame& f : stack)
     if (!f.file.empty() && f.line) return &f;
   return nullptr;
-}
-
-// The device's capacity as the process's trace knows it (Device records, else cudaMemGetInfo
-// samples); 0 when unknown.
-uint64_t device_total(const ProcessReport& p) {
-  uint64_t total = 0;
-  for (const DeviceInfo& d : p.devices) total = std::max(total, d.total_bytes);
-  for (const DeviceFragmentation& d : p.fragmentation) total = std::max(total, d.device_total);
-  return total;
 }
 
 // What the process may use: its own cap when the trace knows one (memory_limit.h), else the
@@ -303,6 +295,13 @@ void advise_near_capacity(const ProcessReport& p, const std::string& pid, std::v
 
 }  // namespace
 
+uint64_t device_total(const ProcessReport& p) {
+  uint64_t total = 0;
+  for (const DeviceInfo& d : p.devices) total = std::max(total, d.total_bytes);
+  for (const DeviceFragmentation& d : p.fragmentation) total = std::max(total, d.device_total);
+  return total;
+}
+
 std::string user_place(const std::vector<Frame>& stack) {
   for (bool python : {true, false})
     for (const Frame& f : stack)
@@ -319,6 +318,7 @@ std::vector<Advice> advise(const ProcessReport& p) {
   advise_optimizer_peak(p, pid, out);
   advise_near_capacity(p, pid, out);
   advise_cupy_pool(p, capacity(p), out);
+  advise_framework_modes(p, out);
   const size_t generic = out.size();
   advise_activations(p, capacity(p), out);
   if (out.size() != generic)  // the categories' figures say more than the peak's general advice

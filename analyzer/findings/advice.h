@@ -5,6 +5,7 @@
 // backward() and the end of optimizer.step() (the package's markers) is the evidence for the
 // optimizer advice.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ struct Report;
 // Where advice on a site points the user: "file:line" of its innermost Python frame with a line,
 // else of any frame with one, else its first frame's function, else "an unknown site".
 std::string user_place(const std::vector<Frame>& stack);
+
+// The device's capacity as the process's trace knows it (Device records, else cudaMemGetInfo
+// samples); 0 when unknown.
+uint64_t device_total(const ProcessReport& p);
 
 // The advice for one process, from its findings.
 std::vector<Advice> advise(const ProcessReport& p);

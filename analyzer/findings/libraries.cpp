@@ -46,7 +46,9 @@ constexpr std::array kKnown = {
     Known{"libpython", "Python (ctypes/cffi)", "python"},
 };
 
-bool contains(std::string_view s, std::string_view part) { return s.find(part) != s.npos; }
+bool contains(std::string_view s, std::string_view part) {
+  return s.find(part) != s.npos;
+}
 
 }  // namespace
 
@@ -83,11 +85,12 @@ std::vector<LibraryMemory> find_libraries(const LoadedTrace& trace, StackView& s
   std::map<std::string, uint32_t> row_of;  // by name
   std::vector<uint32_t> group_of(raw.size(), TimelineTracker::kNoGroup);
   std::vector<std::set<std::string>> site_ids;
-  std::vector<uint32_t> raw_sites_of;  // per row
+  std::vector<uint32_t> raw_sites_of;              // per row
   std::vector<std::pair<uint64_t, uint32_t>> top;  // per row: (own peak, raw site)
   for (uint32_t s = 0; s < raw.size(); ++s) {
     if (!replay.is_timeline_site(s) || replay.site_peak(s) == 0) continue;
-    LibraryIdentity id = identify_library(stacks.asking_module(raw[s].stack_id), trace.process.executable);
+    LibraryIdentity id =
+        identify_library(stacks.asking_module(raw[s].stack_id), trace.process.executable);
     auto [it, inserted] = row_of.try_emplace(id.name, static_cast<uint32_t>(rows.size()));
     if (inserted) {
       rows.push_back(LibraryMemory{id.name, id.module, id.role, {}, 0, 0, 0, {}});
@@ -104,12 +107,15 @@ std::vector<LibraryMemory> find_libraries(const LoadedTrace& trace, StackView& s
     if (replay.site_peak(s) > top[r].first) top[r] = {replay.site_peak(s), s};
   }
   std::vector<uint64_t> peaks;
-  if (replay.timeline().site_log_complete()) peaks = replay.timeline().group_peaks_from_log(group_of);
+  if (replay.timeline().site_log_complete())
+    peaks = replay.timeline().group_peaks_from_log(group_of);
   for (uint32_t r = 0; r < rows.size(); ++r) {
     rows[r].sites = site_ids[r].size();
     rows[r].top_site = frame_label(stacks.frames(raw[top[r].second].stack_id));
-    if (r < peaks.size()) rows[r].peak_bytes = peaks[r];
-    else if (raw_sites_of[r] == 1) rows[r].peak_bytes = top[r].first;
+    if (r < peaks.size())
+      rows[r].peak_bytes = peaks[r];
+    else if (raw_sites_of[r] == 1)
+      rows[r].peak_bytes = top[r].first;
   }
   std::stable_sort(rows.begin(), rows.end(), [](const LibraryMemory& a, const LibraryMemory& b) {
     if (a.at_peak_bytes != b.at_peak_bytes) return a.at_peak_bytes > b.at_peak_bytes;

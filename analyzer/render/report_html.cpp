@@ -7,6 +7,7 @@
 #include "gpumemshim/analyzer/render.h"
 #include "gpumemshim/analyzer/units.h"
 #include "render/accounting_render.h"
+#include "render/frameworks_render.h"
 #include "render/libraries_render.h"
 #include "render/escape.h"
 #include "render/html_chart.h"
@@ -199,6 +200,7 @@ std::string process_section(const ProcessReport& p) {
         esc(human_bytes(s.library_bytes)), esc(plural(s.library_allocations, "allocation")));
   out += accounting_html(p.accounting);
   out += libraries_html(p.libraries);
+  out += frameworks_html(p.frameworks);
   if (p.timeline) out += timeline_section(*p.timeline);
   if (p.categories) out += categories_section(*p.categories);
   return out;

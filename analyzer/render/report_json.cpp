@@ -2,6 +2,7 @@
 
 #include "gpumemshim/analyzer/render.h"
 #include "render/accounting_render.h"
+#include "render/frameworks_render.h"
 #include "render/libraries_render.h"
 #include "render/json_parts.h"
 #include "render/sites.h"
@@ -238,6 +239,7 @@ json process_json(const ProcessReport& p) {
           {"attributes", std::move(attributes)}};
   o["accounting"] = accounting_json(p.accounting);
   o["libraries"] = libraries_json(p.libraries);
+  o["frameworks"] = frameworks_json(p.frameworks);
   if (p.timeline) o["timeline"] = timeline_json(*p.timeline);
   if (p.categories) o["categories"] = categories_json(*p.categories);
   return o;

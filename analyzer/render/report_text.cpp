@@ -4,6 +4,7 @@
 #include "gpumemshim/analyzer/render.h"
 #include "gpumemshim/analyzer/units.h"
 #include "render/accounting_render.h"
+#include "render/frameworks_render.h"
 #include "render/libraries_render.h"
 #include "render/sites.h"
 
@@ -266,6 +267,7 @@ std::string report_text(const Report& report) {
                        p.summary.ranges);
     out += accounting_text(p.accounting);
     out += libraries_text(p.libraries);
+    out += frameworks_text(p.frameworks);
     out += "\n";
     for (const SiteGroup& g : p.leaks) {
       std::string label = g.kind == "cached"     ? "CACHED (allocator segment)"

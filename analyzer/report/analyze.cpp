@@ -8,6 +8,7 @@
 #include "findings/fragmentation.h"
 #include "findings/growth_sites.h"
 #include "findings/leaks.h"
+#include "findings/frameworks.h"
 #include "findings/libraries.h"
 #include "findings/ranks.h"
 #include "findings/retained_graph.h"
@@ -172,6 +173,7 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   p.categories = find_categories(trace, stacks);
   p.accounting = find_accounting(trace);
   p.libraries = find_libraries(trace, stacks);
+  p.frameworks = find_framework_modes(p, device_total(p));
   find_retained_graphs(p);
   p.advice = advise(p);
   if (options.timelines)

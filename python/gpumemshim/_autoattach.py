@@ -34,21 +34,36 @@ def install():
     if _installed:
         return
     _installed = True
+    try:
+        from gpumemshim import _jax
+
+        after_import("jax", _jax.record_allocator)
+    except Exception:
+        pass
     if os.environ.get("GPUMEMSHIM_TORCH", "1").strip() == "0":
         return
-    cuda = sys.modules.get("torch.cuda")
-    if cuda is not None:
-        _arm(cuda)
+    after_import("torch.cuda", _arm)
+
+
+def after_import(name, callback):
+    """Runs callback(module) once module `name` has executed: now when it already has."""
+    module = sys.modules.get(name)
+    if module is not None:
+        callback(module)
     else:
-        sys.meta_path.insert(0, _TorchCudaFinder())
+        sys.meta_path.insert(0, _AfterImport(name, callback))
 
 
-class _TorchCudaFinder:
-    """A meta path finder that only watches for ``torch.cuda``: it asks the other finders for the
-    module's spec and runs ``_arm`` right after the module has executed."""
+class _AfterImport:
+    """A meta path finder that only watches for one module: it asks the other finders for the
+    module's spec and runs the callback right after the module has executed."""
+
+    def __init__(self, name, callback):
+        self._name = name
+        self._callback = callback
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != "torch.cuda":
+        if fullname != self._name:
             return None
         try:
             sys.meta_path.remove(self)  # once is enough, and it keeps imports untouched after
@@ -67,9 +82,14 @@ class _TorchCudaFinder:
         if exec_module is None:
             return spec
 
+        callback = self._callback
+
         def exec_and_arm(module):
             exec_module(module)
-            _arm(module)
+            try:
+                callback(module)
+            except Exception:
+                pass
 
         try:
             loader.exec_module = exec_and_arm  # this loader instance serves this spec only

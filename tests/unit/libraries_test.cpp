@@ -61,13 +61,16 @@ struct Mod {
 constexpr Mod kCudart{"/usr/local/cuda/lib64/libcudart.so.13", 0x7f1000000000};
 constexpr Mod kDriver{"/usr/lib/x86_64-linux-gnu/libcuda.so.1", 0x7f2000000000};
 constexpr Mod kC10{"/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so", 0x7f3000000000};
-constexpr Mod kNccl{"/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2", 0x7f4000000000};
+constexpr Mod kNccl{"/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2",
+                    0x7f4000000000};
 constexpr Mod kCublas{"/usr/local/cuda/lib64/libcublas.so.13", 0x7f5000000000};
 constexpr Mod kExt{"/srv/app/my_ops.so", 0x7f6000000000};
 constexpr Mod kApp{"/bin/app", 0x400000};  // TraceBuilder's process executable
 constexpr Mod kMods[] = {kCudart, kDriver, kC10, kNccl, kCublas, kExt, kApp};
 
-uint64_t in(const Mod& m, uint64_t offset = 0x100) { return m.base + offset; }
+uint64_t in(const Mod& m, uint64_t offset = 0x100) {
+  return m.base + offset;
+}
 
 enum Stack : uint64_t { kTorch = 1, kNcclA, kNcclB, kCublasWs, kMine, kProgram };
 
@@ -172,12 +175,14 @@ TEST(LibraryTable, AllocationsWithoutANativeStackAreSaidToBeUnknown) {
 
 namespace {
 
-constexpr Mod kCupyRuntime{"/venv/lib/python3.12/site-packages/cupy_backends/cuda/api/"
-                           "runtime.cpython-312-x86_64-linux-gnu.so",
-                           0x7f7000000000};
-constexpr Mod kCupyMemory{"/venv/lib/python3.12/site-packages/cupy/cuda/"
-                          "memory.cpython-312-x86_64-linux-gnu.so",
-                          0x7f8000000000};
+constexpr Mod kCupyRuntime{
+    "/venv/lib/python3.12/site-packages/cupy_backends/cuda/api/"
+    "runtime.cpython-312-x86_64-linux-gnu.so",
+    0x7f7000000000};
+constexpr Mod kCupyMemory{
+    "/venv/lib/python3.12/site-packages/cupy/cuda/"
+    "memory.cpython-312-x86_64-linux-gnu.so",
+    0x7f8000000000};
 constexpr uint64_t kPoolSegment = 20, kExtBuffer = 21, kTorchSegment = 22;
 
 // CuPy's pool asks cudaMalloc through cupy_backends' runtime module, from its memory module; the
@@ -232,6 +237,10 @@ TEST(CupyPool, SegmentsThePoolKeepsAtExitAreCachedNotLeaked) {
   ASSERT_NE(pool, nullptr);
   EXPECT_EQ(pool->role, "framework");
   EXPECT_EQ(pool->end_bytes, 12 * kMiB);
+  // The report says what the pool lets the trace show.
+  ASSERT_EQ(p.frameworks.size(), 1u);
+  EXPECT_EQ(p.frameworks[0].framework, "CuPy");
+  EXPECT_NE(p.frameworks[0].cannot_show.find("reported as cached"), std::string::npos);
   // Not near the device's 8 GiB and nothing failed: no advice to free the pool.
   EXPECT_EQ(advice(p, "cupy-free-all-blocks"), nullptr);
 }
@@ -249,15 +258,122 @@ TEST(CupyPool, APoolThatFillsTheDeviceBeforeAnOomGetsFreeAllBlocksAdvice) {
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->finding, "peak:79");
   EXPECT_NE(a->action.find("cupy.get_default_memory_pool().free_all_blocks()"), std::string::npos);
-  EXPECT_NE(a->evidence.find("CuPy's memory pool held 768.00 MiB of the 832.00 MiB live at the peak (92%)"),
+  EXPECT_NE(a->evidence.find(
+                "CuPy's memory pool held 768.00 MiB of the 832.00 MiB live at the peak (92%)"),
             std::string::npos)
       << a->evidence;
-  EXPECT_NE(a->evidence.find("an allocation of 512.00 MiB via cudaMalloc failed"), std::string::npos)
+  EXPECT_NE(a->evidence.find("an allocation of 512.00 MiB via cudaMalloc failed"),
+            std::string::npos)
       << a->evidence;
   // The JSON report carries it like any other advice.
   bool in_json = false;
   const nlohmann::json j_report = an::report_json(report);
-  for (const auto& j : j_report["recommendations"])
-    in_json |= j["id"] == "cupy-free-all-blocks";
+  for (const auto& j : j_report["recommendations"]) in_json |= j["id"] == "cupy-free-all-blocks";
   EXPECT_TRUE(in_json);
+}
+
+namespace {
+
+constexpr Mod kXla{"/venv/lib/python3.12/site-packages/jax_plugins/xla_cuda13/xla_cuda_plugin.so",
+                   0x7f9000000000};
+constexpr uint64_t kXlaPool = 30, kXlaBuffer = 31;
+
+// A JAX process: XLA's allocations through the driver API, with the allocator settings the Python
+// package writes when jax is imported (none: jax imported without it).
+TraceBuilder jax_process(
+    std::initializer_list<std::pair<std::string_view, std::string_view>> attributes) {
+  TraceBuilder t;
+  t.process(80, "python jax_loop.py");
+  t.device(0, 8ull << 30);
+  for (const auto& [key, value] : attributes) t.add(gf::AttributeRecord{key, value});
+  for (const Mod& m : {kDriver, kXla, kApp}) t.module(m.path, m.base, 0x100000);
+  t.stack(kXlaPool, {in(kDriver), in(kXla, 0x400), in(kApp, 0xa0)});
+  t.stack(kXlaBuffer, {in(kDriver), in(kXla, 0x500), in(kApp, 0xb0)});
+  return t;
+}
+
+const an::FrameworkMode* mode(const an::ProcessReport& p, std::string_view framework) {
+  for (const an::FrameworkMode& m : p.frameworks)
+    if (m.framework == framework) return &m;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(JaxMode, ThePreallocatedPoolIsNamedWithWhatItHidesAndThePlatformAllocatorAdvised) {
+  TempDir dir;
+  TraceBuilder t = jax_process({{"jax.version", "0.8.1"},
+                                {"jax.preallocate", "true"},
+                                {"jax.allocator", "default"},
+                                {"jax.mem_fraction", "0.75"}});
+  t.alloc(0x100000000, 6ull << 30, kXlaPool, gf::Api::kCuMemAlloc);  // 75 % of 8 GiB at start
+  t.end();
+  an::Report report = an::analyze({t.write(dir.file("t.trace"))});
+  const an::ProcessReport& p = report.processes.at(0);
+  const an::FrameworkMode* jax = mode(p, "JAX");
+  ASSERT_NE(jax, nullptr);
+  EXPECT_EQ(jax->seen_from, "environment");
+  EXPECT_NE(jax->mode.find("preallocated pool (JAX's default: 0.75 of the device taken at start)"),
+            std::string::npos)
+      << jax->mode;
+  EXPECT_NE(jax->cannot_show.find("arrays inside the pool"), std::string::npos);
+  const an::Advice* a = advice(p, "jax-platform-allocator");
+  ASSERT_NE(a, nullptr);
+  EXPECT_NE(a->action.find("XLA_PYTHON_CLIENT_ALLOCATOR=platform"), std::string::npos);
+  EXPECT_EQ(a->finding, "xla:80");
+  // Said in every output.
+  const nlohmann::json j = an::report_json(report);
+  EXPECT_EQ(j["processes"][0]["frameworks"][0]["framework"], "JAX");
+  EXPECT_FALSE(j["processes"][0]["frameworks"][0]["cannot_show"].is_null());
+  EXPECT_NE(an::report_text(report).find("JAX allocator: preallocated pool"), std::string::npos);
+  EXPECT_NE(an::report_html(report).find("<b>JAX allocator</b>"), std::string::npos);
+  // XLA is a framework's row of the library table.
+  const an::LibraryMemory* xla = row(p, "XLA (jaxlib)");
+  ASSERT_NE(xla, nullptr);
+  EXPECT_EQ(xla->role, "framework");
+}
+
+TEST(JaxMode, WithoutThePackageOneHugeAllocationIsInferredToBeThePool) {
+  TempDir dir;
+  TraceBuilder t = jax_process({});
+  t.alloc(0x100000000, 6ull << 30, kXlaPool, gf::Api::kCuMemAlloc);
+  t.end();
+  an::Report report = an::analyze({t.write(dir.file("t.trace"))});
+  const an::FrameworkMode* jax = mode(report.processes.at(0), "JAX");
+  ASSERT_NE(jax, nullptr);
+  EXPECT_EQ(jax->seen_from, "allocations");
+  EXPECT_NE(
+      jax->mode.find("preallocated pool (inferred: XLA held 6.00 GiB of the device's 8.00 GiB)"),
+      std::string::npos)
+      << jax->mode;
+}
+
+TEST(JaxMode, ThePlatformAllocatorHidesNothingAndGetsNoAdvice) {
+  TempDir dir;
+  TraceBuilder t = jax_process({{"jax.preallocate", "false"}, {"jax.allocator", "platform"}});
+  for (uint64_t i = 0; i < 4; ++i)
+    t.alloc(0x100000000 + i * 0x1000000, 4 * kMiB, kXlaBuffer, gf::Api::kCuMemAlloc);
+  t.end();
+  an::Report report = an::analyze({t.write(dir.file("t.trace"))});
+  const an::ProcessReport& p = report.processes.at(0);
+  const an::FrameworkMode* jax = mode(p, "JAX");
+  ASSERT_NE(jax, nullptr);
+  EXPECT_NE(jax->mode.find("platform allocator"), std::string::npos);
+  EXPECT_TRUE(jax->cannot_show.empty());
+  EXPECT_EQ(advice(p, "jax-platform-allocator"), nullptr);
+  // A pool grown on demand still hides its arrays.
+  TraceBuilder grown = jax_process({{"jax.preallocate", "false"}, {"jax.allocator", "default"}});
+  grown.alloc(0x100000000, 64 * kMiB, kXlaPool, gf::Api::kCuMemAlloc);
+  grown.end();
+  an::Report r2 = an::analyze({grown.write(dir.file("g.trace"))});
+  const an::FrameworkMode* grown_mode = mode(r2.processes.at(0), "JAX");
+  ASSERT_NE(grown_mode, nullptr);
+  EXPECT_NE(grown_mode->mode.find("pool grown on demand"), std::string::npos);
+  EXPECT_NE(advice(r2.processes.at(0), "jax-platform-allocator"), nullptr);
+}
+
+TEST(FrameworkModes, AProcessWithoutJaxOrCupySaysNothing) {
+  TempDir dir;
+  an::Report report = an::analyze({mixed_process().write(dir.file("t.trace"))});
+  EXPECT_TRUE(report.processes.at(0).frameworks.empty());
 }

@@ -499,6 +499,16 @@ struct LibraryMemory {
   std::string top_site;        // the label of its call site with the highest own peak
 };
 
+// What a framework's allocator lets a CUDA-level trace see in this process: JAX's (its preallocated
+// pool, a pool grown on demand, or a cudaMalloc per buffer) and CuPy's memory pool.
+struct FrameworkMode {
+  std::string framework;    // "JAX", "CuPy"
+  std::string mode;         // "preallocated pool", "pool grown on demand", "platform allocator"...
+  std::string seen_from;    // "environment" (the Python package's attributes) or "allocations"
+  std::string shows;        // what the report shows of its memory
+  std::string cannot_show;  // what it cannot, and why; "" when nothing is hidden
+};
+
 struct ProcessReport {
   std::string trace;
   Integrity integrity;
@@ -531,6 +541,7 @@ struct ProcessReport {
   // Per device: peak, end, then OOMs; empty without a device view (no NVML, no cudaMemGetInfo).
   std::vector<AccountingPoint> accounting;
   std::vector<LibraryMemory> libraries;  // at_peak_bytes, then peak_bytes descending
+  std::vector<FrameworkMode> frameworks;
 };
 
 // A trace left out because another one given is the same recording: the same file (a path given
