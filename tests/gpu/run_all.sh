@@ -28,13 +28,15 @@ echo "== built"
 export GPUMEMSHIM_BUILD_DIR=$work/build
 ls "$work/build/lib"
 # GMS_GPU_CHECKS: which scripts run (default all): runtime (check_gpu.py), torch (check_torch.py),
-# integrity (check_integrity.py: VMM map-then-release, _exit and killed processes; last, because it
-# also checks every trace the others left).
+# frameworks (check_frameworks.py: JAX, CuPy, cuBLAS + NCCL), integrity (check_integrity.py: VMM
+# map-then-release, _exit and killed processes; last, because it also checks every trace the others
+# left).
 rc=0
-for c in ${GMS_GPU_CHECKS:-runtime torch integrity}; do
+for c in ${GMS_GPU_CHECKS:-runtime torch frameworks integrity}; do
   case $c in
     runtime) python3 "$root/tests/gpu/check_gpu.py" "$work" "$out" || rc=1 ;;
     torch) python3 "$root/tests/gpu/check_torch.py" "$work" "$out" || rc=1 ;;
+    frameworks) python3 "$root/tests/gpu/check_frameworks.py" "$work" "$out" || rc=1 ;;
     integrity) python3 "$root/tests/gpu/check_integrity.py" "$work" "$out" || rc=1 ;;
   esac
 done
