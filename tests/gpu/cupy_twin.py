@@ -1,6 +1,7 @@
 """CuPy scenarios of issue 23, no gpumemshim import. Usage: cupy_twin.py MODE
   keep     arrays kept across iterations (a leak at its line)
-  release  the same arrays dropped each iteration: the pool keeps their blocks (cached, no leak)
+  release  the same arrays dropped each iteration: the pool keeps their blocks and reuses them
+           (cached at exit, no leak, no growth)
   fill     the pool's cache fills the device, then PyTorch cannot allocate: free_all_blocks advice"""
 import sys
 
@@ -10,7 +11,7 @@ mode = sys.argv[1]
 kept = []
 if mode in ("keep", "release"):
     for step in range(30):
-        a = cp.ones((1024, 1024 + 16 * step), dtype=cp.float32)  # site: cupy_alloc
+        a = cp.ones((1024, 1024), dtype=cp.float32)  # site: cupy_alloc
         b = a * 2
         if mode == "keep":
             kept.append(b)  # site: cupy_keep
