@@ -46,17 +46,22 @@ std::atomic<AttributeFn> g_attribute{nullptr};             // null: an older shi
 std::atomic<uint64_t> g_workspace_sizes[2] = {0, 0};
 
 // at::cuda's size getters, found by their (C++) symbols in libtorch_cuda, so that a torch without
-// them still attaches. Each parses its environment variable once and caches the answer.
+// them still attaches. Each parses its environment variable once and caches the answer. Python
+// loads torch's libraries without RTLD_GLOBAL: they are looked up in libtorch_cuda itself first.
 void find_workspace_sizes() noexcept {
   constexpr const char* kGetters[2] = {"_ZN2at4cuda22getChosenWorkspaceSizeEv",
                                        "_ZN2at4cuda26getCUDABlasLtWorkspaceSizeEv"};
+  void* torch_cuda = dlopen("libtorch_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
   for (size_t i = 0; i < 2; ++i) {
     try {
-      if (auto get = reinterpret_cast<size_t (*)()>(dlsym(RTLD_DEFAULT, kGetters[i])))
+      void* sym = torch_cuda ? dlsym(torch_cuda, kGetters[i]) : nullptr;
+      if (!sym) sym = dlsym(RTLD_DEFAULT, kGetters[i]);
+      if (auto get = reinterpret_cast<size_t (*)()>(sym))
         g_workspace_sizes[i].store(get(), std::memory_order_relaxed);
     } catch (...) {
     }
   }
+  if (torch_cuda) dlclose(torch_cuda);
 }
 
 bool is_workspace_size(uint64_t size) noexcept {
@@ -129,6 +134,20 @@ void on_trace_entry(const TraceEntry& e) noexcept {
   forward(fn, *a);
 }
 
+// The workspace sizes found, for the report's attributes: 0 says the getters were not found and
+// PyTorch's workspaces will be reported as the script's blocks.
+void record_workspace_sizes() noexcept {
+  AttributeFn attribute = g_attribute.load(std::memory_order_relaxed);
+  if (!attribute) return;
+  constexpr const char* kKeys[2] = {"torch.cublas_workspace_bytes", "torch.cublaslt_workspace_bytes"};
+  for (size_t i = 0; i < 2; ++i) {
+    char value[24];
+    std::snprintf(value, sizeof value, "%llu",
+                  static_cast<unsigned long long>(g_workspace_sizes[i].load(std::memory_order_relaxed)));
+    attribute(kKeys[i], value);
+  }
+}
+
 // The allocator tells its OOM observers what it may use: its memory-fraction cap when one is set,
 // else the device total. The analyzer judges the OOM against it (analyzer/findings/memory_limit.h).
 void record_allowed_bytes(int64_t device, size_t allowed) noexcept {
@@ -185,6 +204,7 @@ extern "C" __attribute__((visibility("default"))) int gpumemshim_torch_attach(vo
     g_event_walk.store(reinterpret_cast<TorchWalkEventFn>(dlsym(RTLD_DEFAULT, kWalkEventName)));
     g_attribute.store(reinterpret_cast<AttributeFn>(dlsym(RTLD_DEFAULT, kAttributeName)));
     find_workspace_sizes();
+    record_workspace_sizes();
     g_event.store(fn);
     a->attachAllocatorTraceTracker([](const TraceEntry& e) { on_trace_entry(e); });
     g_attached.store(true);  // a tracker can not be detached: never attach a second one

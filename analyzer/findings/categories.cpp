@@ -316,7 +316,7 @@ std::optional<MemoryCategories> find_categories(const LoadedTrace& trace, StackV
   m.unmatched_tags = t.unmatched_tags();
   m.peak = bytes_of(t.peak());
   m.peak_sites = merged_sites(t.at_peak(), trace, stacks);
-  m.kept_sites = merged_sites(t.kept_at_end(), trace, stacks);
+  m.kept_sites = merged_sites(t.kept_over_run(), trace, stacks);
   // On a device whose allocator said it ran out, its OOM says more than the cudaMalloc under it.
   std::vector<int32_t> torch_oom_devices;
   for (const CategoryTracker::Oom& o : t.ooms())

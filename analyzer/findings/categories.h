@@ -71,7 +71,7 @@ class CategoryTracker {
     bool torch = false;
     bool has_device_free = false;
     uint64_t device_free = 0;
-    Snapshot at;  // of that device
+    Snapshot at;           // of that device
     uint64_t in_pass = 0;  // of its temporaries, the pass in progress's (in_pass())
   };
   // Bytes of one kind held by one raw site at the peak.
@@ -123,8 +123,8 @@ class CategoryTracker {
   void step(uint64_t time_ns, uint64_t live, const DeviceTracker& devices);
   // An OOM; device_kinds and device_allocated: the device's live tensor blocks by kind.
   void oom(uint64_t time_ns, int32_t device, uint64_t requested, bool torch, bool has_device_free,
-           uint64_t device_free, const Kinds& device_kinds, uint64_t device_allocated, uint64_t in_pass,
-           const DeviceTracker& devices);
+           uint64_t device_free, const Kinds& device_kinds, uint64_t device_allocated,
+           uint64_t in_pass, const DeviceTracker& devices);
   // Whether a live block belongs to the forward or backward pass in progress as far as the trace
   // can tell yet: untagged and born in the open forward pass, or a candidate a backward pass has
   // not freed yet. An OOM in the middle of a pass stops it before its activations are confirmed.
@@ -134,17 +134,20 @@ class CategoryTracker {
   }
   // A "torch.backward" range opens: the candidates of the last one that are still alive stay
   // temporaries, and this forward's blocks that are untagged and alive become candidates.
-  // for_each_live(f): f(BlockCategory&) for every live tensor block.
+  // for_each_live(f): f(BlockCategory&, site, size) for every live tensor block.
   template <typename ForEachLive>
   void backward_begins(ForEachLive&& for_each_live) {
     tagged_ = true;
     if (backward_depth_++ != 0) return;
     const bool forward = forward_open_;
     const uint32_t start = forward_start_;
-    for_each_live([&](BlockCategory& b) {
-      if (b.category & BlockCategory::kPending)
-        b.category = static_cast<uint8_t>((b.category & ~BlockCategory::kPending) | BlockCategory::kKept);
-      else if (forward && b.category == 0 && b.born >= start)
+    for_each_live([&](BlockCategory& b, uint32_t site, uint64_t size) {
+      if (b.category & BlockCategory::kPending) {
+        b.category =
+            static_cast<uint8_t>((b.category & ~BlockCategory::kPending) | BlockCategory::kKept);
+        if (site >= kept_bytes_.size()) kept_bytes_.resize(site + 1, 0);
+        kept_bytes_[site] += size;
+      } else if (forward && b.category == 0 && b.born >= start)
         b.category = BlockCategory::kPending;
     });
     forward_open_ = false;
@@ -158,7 +161,6 @@ class CategoryTracker {
   void live_at_end(uint32_t site, uint64_t size, BlockCategory b) {
     if (peak_.taken && b.born <= peak_.ordinal)
       at_peak_.push_back(SiteKind{site, static_cast<uint8_t>(kind_of(b.category)), size});
-    if (b.category & BlockCategory::kKept) kept_at_end_.push_back(SiteKind{site, kTemporary, size});
   }
   void finish();
 
@@ -172,8 +174,14 @@ class CategoryTracker {
   const std::vector<Window>& windows() const { return windows_; }
   // Every (site, kind) alive at the peak, in no order, a pair possibly several times.
   const std::vector<SiteKind>& at_peak() const { return at_peak_; }
-  // Every block alive at the end that outlived the backward pass after its forward (kKept).
-  const std::vector<SiteKind>& kept_at_end() const { return kept_at_end_; }
+  // Per site, the bytes of every block that outlived the backward pass after its forward, over
+  // the whole run: a graph kept by a local list is freed when its function returns, before the end.
+  std::vector<SiteKind> kept_over_run() const {
+    std::vector<SiteKind> out;
+    for (uint32_t s = 0; s < kept_bytes_.size(); ++s)
+      if (kept_bytes_[s]) out.push_back(SiteKind{s, kTemporary, kept_bytes_[s]});
+    return out;
+  }
   // The category of a live block's record as a format::TensorCategory (0: a temporary; an
   // unconfirmed candidate is one).
   static uint8_t code_of(BlockCategory b) { return b.category & BlockCategory::kCodeMask; }
@@ -227,7 +235,7 @@ class CategoryTracker {
   bool born_since_snapshot_ = true;
   Snapshot peak_;
   std::vector<SiteKind> died_after_peak_;  // blocks alive at the peak freed since
-  std::vector<SiteKind> kept_at_end_;
+  std::vector<uint64_t> kept_bytes_;       // by raw site
   std::vector<SiteKind> at_peak_;          // finish(): every block alive at the peak
   std::vector<Oom> ooms_;
   // Windows: the open one, the closed ones, the moves still to apply to them (moves_[i] applies to

@@ -28,37 +28,35 @@ bool same_place(const std::vector<Frame>& a, const std::vector<Frame>& b) {
 
 // The user's own Python frames: installed packages (torch's modules, transformers) are not
 // where a loop keeps a graph, and their frames are shared by every forward pass.
+bool installed(const Frame& f) {
+  return f.file.find("/site-packages/") != std::string::npos ||
+         f.file.find("/dist-packages/") != std::string::npos;
+}
+
 std::vector<const Frame*> python_frames(const std::vector<Frame>& stack) {
   std::vector<const Frame*> out;
   for (const Frame& f : stack)
-    if (f.python && !f.file.empty() && f.line && f.file.front() != '<' &&
-        f.file.find("/site-packages/") == std::string::npos &&
-        f.file.find("/dist-packages/") == std::string::npos)
+    if (f.python && !f.file.empty() && f.line && f.file.front() != '<' && !installed(f))
       out.push_back(&f);
   return out;
 }
 
-// The loop line whose forward pass made the kept blocks: the innermost Python frame that every
-// kept site's stack shares, counted from the outermost (each site has its own forward line
-// inside; the call that ran them all is common). Needs two sites that differ inside it; none
-// when they share no frame.
-std::optional<Frame> making_line(const std::vector<CategorySite>& kept) {
-  if (kept.size() < 2) return std::nullopt;
-  std::vector<const Frame*> common = python_frames(kept.front().stack);
-  std::reverse(common.begin(), common.end());  // outermost first
-  bool differs_inside = false;
-  for (size_t i = 1; i < kept.size(); ++i) {
-    std::vector<const Frame*> frames = python_frames(kept[i].stack);
-    std::reverse(frames.begin(), frames.end());
-    size_t n = 0;
-    while (n < common.size() && n < frames.size() && common[n]->file == frames[n]->file &&
-           common[n]->line == frames[n]->line && common[n]->function == frames[n]->function)
-      ++n;
-    differs_inside = differs_inside || n < common.size() || n < frames.size();
-    common.resize(n);
+// The loop line whose forward pass made the growing blocks: in the growth's own stack, the first
+// user frame past the model's code and the framework's calling machinery (nn.Module.__call__)
+// between it and the loop; without such machinery, the innermost user line itself.
+std::optional<Frame> making_line(const std::vector<Frame>& stack) {
+  std::vector<const Frame*> user = python_frames(stack);
+  if (user.empty()) return std::nullopt;
+  bool inside = false, past_framework = false;
+  for (const Frame& f : stack) {
+    if (&f == user.front()) inside = true;
+    if (!inside || &f == user.front() || !f.python) continue;
+    if (installed(f))
+      past_framework = true;
+    else if (past_framework && std::find(user.begin(), user.end(), &f) != user.end())
+      return f;
   }
-  if (common.empty() || !differs_inside) return std::nullopt;
-  return *common.back();
+  return *user.front();
 }
 
 std::string place(const Frame& f) {
@@ -70,9 +68,6 @@ std::string place(const Frame& f) {
 void find_retained_graphs(ProcessReport& p) {
   if (!p.categories || p.categories->kept_sites.empty()) return;
   const std::vector<CategorySite>& kept = p.categories->kept_sites;
-  const std::optional<Frame> made = making_line(kept);
-  const std::optional<GraphKeeper> keeper =
-      made ? find_graph_keeper(made->file, made->line) : std::nullopt;
   for (Growth& g : p.growth) {
     if (g.suppressed || !g.torch_block || g.bytes_per_step <= 0) continue;
     auto site = std::find_if(kept.begin(), kept.end(),
@@ -80,6 +75,9 @@ void find_retained_graphs(ProcessReport& p) {
     // At least a step's growth is blocks that outlived their backward pass: the growth is them.
     if (site == kept.end() || static_cast<double>(site->bytes) < g.bytes_per_step) continue;
     g.cause = kCause;
+    const std::optional<Frame> made = making_line(g.stack);
+    const std::optional<GraphKeeper> keeper =
+        made ? find_graph_keeper(made->file, made->line) : std::nullopt;
     if (made) g.graph_made_at = place(*made);
     if (keeper) {
       g.graph_held_at = fmt::format("{}:{}", made->file, keeper->line);

@@ -310,7 +310,7 @@ void Replay::Core::torch_tag(const format::TorchEventRecord& r) {
 
 void Replay::Core::backward_begins() {
   categories.backward_begins(
-      [this](auto&& f) { torch_live.for_each_record([&](TorchRecord& a) { f(a.category); }); });
+      [this](auto&& f) { torch_live.for_each_record([&](TorchRecord& a) { f(a.category, a.site, a.size); }); });
 }
 
 // An OOM's categories are of its device: its live tensor blocks by kind (OOMs are few).

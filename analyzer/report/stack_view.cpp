@@ -26,7 +26,8 @@ bool is_shim_module(const std::string& path) {
 bool is_cuda_internal(const Frame& f) {
   std::string_view module = base_name(f.module);
   if (module.starts_with("libcudart") || module.starts_with("libcuda.") ||
-      module.starts_with("libnvidia")) return true;
+      module.starts_with("libnvidia"))
+    return true;
   // CUDA's header templates (cudaMalloc<T> in cuda_runtime.h) are inlined into the caller.
   std::string_view file = base_name(f.file);
   if (file.starts_with("cuda_runtime") || file == "cuda.h") return true;
@@ -36,8 +37,8 @@ bool is_cuda_internal(const Frame& f) {
       fn.starts_with("libcudart_static_"))  // CUDA 13's static cudart names its internals so
     return true;
   auto api_like = [&](std::string_view prefix) {
-    return fn.size() > prefix.size() && fn.starts_with(prefix) &&
-           fn[prefix.size()] >= 'A' && fn[prefix.size()] <= 'Z';
+    return fn.size() > prefix.size() && fn.starts_with(prefix) && fn[prefix.size()] >= 'A' &&
+           fn[prefix.size()] <= 'Z';
   };
   return api_like("cuda") || api_like("cu");
 }
@@ -54,22 +55,36 @@ bool is_python_internal(const Frame& f) {
          fn.starts_with("method_vectorcall") || fn.starts_with("pymain_");
 }
 
-bool is_python_eval(const Frame& f) { return f.function == "_PyEval_EvalFrameDefault"; }
+bool is_python_eval(const Frame& f) {
+  return f.function == "_PyEval_EvalFrameDefault";
+}
+
+// JAX's and CuPy's native code between the Python line and CUDA: XLA (jaxlib, its CUDA plugin)
+// and CuPy's Cython modules, told by the package folders they are installed in.
+static bool is_jax_or_cupy_module(std::string_view path) {
+  for (std::string_view folder :
+       {"/jaxlib/", "/jax_plugins/", "/jax_cuda", "/cupy/", "/cupy_backends/", "/cupyx/"})
+    if (path.find(folder) != std::string_view::npos) return true;
+  return base_name(path).starts_with("xla_");
+}
 
 bool is_framework_frame(const Frame& f) {
   if (f.python) return false;
   std::string_view module = base_name(f.module);
   return module.starts_with("libc10") || module.starts_with("libtorch") ||
          module.starts_with("libcaffe2") || module.starts_with("_C.") ||
-         is_python_internal(f) || is_cuda_internal(f);
+         is_jax_or_cupy_module(f.module) || is_python_internal(f) || is_cuda_internal(f);
 }
 
 bool is_framework_python_frame(const Frame& f) {
   if (!f.python) return false;
   std::string_view file = f.file;
-  return file.find("/site-packages/torch/") != std::string_view::npos ||
-         file.find("/dist-packages/torch/") != std::string_view::npos ||
-         file.find("/gpumemshim/_autoattach.py") != std::string_view::npos ||
+  for (std::string_view package : {"torch/", "jax/", "jaxlib/", "cupy/", "cupyx/"})
+    for (std::string_view root : {"/site-packages/", "/dist-packages/"})
+      if (const size_t at = file.find(root);
+          at != std::string_view::npos && file.substr(at + root.size()).starts_with(package))
+        return true;
+  return file.find("/gpumemshim/_autoattach.py") != std::string_view::npos ||
          file.find("/gpumemshim/__init__.py") != std::string_view::npos ||
          file.starts_with("<frozen importlib");
 }
@@ -102,8 +117,8 @@ Frame python_frame(const LoadedTrace& trace, const format::PyFrameRef& ref) {
   const PyCodeInfo& code = it->second;
   f.function = code.name;
   f.file = code.filename;
-  int64_t line = line_for_offset(code.line_table, static_cast<int64_t>(code.first_line),
-                                 ref.instr_offset);
+  int64_t line =
+      line_for_offset(code.line_table, static_cast<int64_t>(code.first_line), ref.instr_offset);
   f.line = static_cast<uint32_t>(line > 0 ? line : static_cast<int64_t>(code.first_line));
   return f;
 }
@@ -123,7 +138,8 @@ std::vector<Frame> merge_python(const LoadedTrace& trace,
   }
   if (groups.back().empty()) groups.pop_back();
   auto is_eval_pc = [](const std::vector<Frame>& fs) {
-    for (const Frame& f : fs) if (is_python_eval(f)) return true;
+    for (const Frame& f : fs)
+      if (is_python_eval(f)) return true;
     return false;
   };
   bool any_eval = false;

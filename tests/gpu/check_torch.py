@@ -18,11 +18,18 @@ def script_frames(stack, script):
 
 # GMS_TORCH_CHECKS=overhead: only the overhead table (d); =scenarios: everything but it.
 only_overhead = os.environ.get("GMS_TORCH_CHECKS") == "overhead"
+# GMS_TORCH_GROUPS: the scenario groups to run (default all): train categories bridge libs cause ddp.
+groups = set(os.environ.get("GMS_TORCH_GROUPS", "train categories bridge libs cause ddp").split())
+
+
+def skip(group):
+    return only_overhead or group not in groups
+
 skip_overhead = os.environ.get("GMS_TORCH_CHECKS") == "scenarios"
 
 # (a)-(c): the training loops.
 train = here / "torch_training.py"
-for mode in () if only_overhead else ("leak_loss", "keep_outputs", "clean"):
+for mode in () if skip("train") else ("leak_loss", "keep_outputs", "clean"):
     bare, _ = run(f"train_{mode}_bare", [sys.executable, train, mode], shim_on=False)
     r, traces = run(f"train_{mode}", [sys.executable, train, mode])
     check(f"train_{mode}: output unchanged", r.returncode == bare.returncode == 0 and r.stdout == bare.stdout,
@@ -71,7 +78,7 @@ for mode in () if only_overhead else ("leak_loss", "keep_outputs", "clean"):
 # sizes say, activations seen; the categories add up to the peak; GPUMEMSHIM_CATEGORIES=0 tags
 # nothing.
 cat_script = here / "torch_categories.py"
-for name, env in () if only_overhead else (("categories", {}), ("categories_off", {"GPUMEMSHIM_CATEGORIES": "0"})):
+for name, env in () if skip("categories") else (("categories", {}), ("categories_off", {"GPUMEMSHIM_CATEGORIES": "0"})):
     r, traces = run(name, [sys.executable, cat_script, "6"], env)
     rep = report(name, traces) if traces else None
     check(f"{name}: runs", r.returncode == 0 and rep is not None, r.stderr[-800:])
@@ -108,7 +115,7 @@ for name, env in () if only_overhead else (("categories", {}), ("categories_off"
 # The allocator configurations with the bridge: expandable segments (SEGMENT_MAP events) and the
 # cudaMallocAsync backend (the bridge declines, runtime-level events stay).
 alloc = here / "torch_alloc.py"
-for name, conf in () if only_overhead else (("bridge_expandable", "expandable_segments:True"),
+for name, conf in () if skip("bridge") else (("bridge_expandable", "expandable_segments:True"),
                                             ("bridge_async", "backend:cudaMallocAsync")):
     r, traces = run(name, [sys.executable, alloc, str(work / f"{name}.json")], {"PYTORCH_CUDA_ALLOC_CONF": conf})
     rep = report(name, traces) if traces else None
@@ -125,7 +132,7 @@ for name, conf in () if only_overhead else (("bridge_expandable", "expandable_se
 
 # Issue 22: the libraries' own memory, and an OOM at the process's memory-fraction cap.
 libs = here / "torch_libraries.py"
-if not only_overhead:
+if not skip("libs"):
     bare, _ = run("libs_bench_bare", [sys.executable, libs, "bench"], shim_on=False)
     r, traces = run("libs_bench", [sys.executable, libs, "bench"])
     check("libs_bench: output unchanged", r.returncode == bare.returncode == 0 and r.stdout == bare.stdout,
@@ -137,6 +144,7 @@ if not only_overhead:
         print("   library: " + json.dumps([(l["owner"], l.get("owner_call"), l["api"], l["bytes"], l["count"],
                                             [f.get("function") for f in l["stack"][:3]]) for l in library])[:2000])
         print("   kinds: " + json.dumps([(l["kind"], l["bytes"], l["count"]) for l in rep["leaks"]])[:800])
+        print("   attributes: " + json.dumps(rep["processes"][0]["attributes"]))
         check("libs_bench: nothing leaked", rep["summary"]["leaked_bytes"] == 0,
               json.dumps([l for l in rep["leaks"] if l["kind"] == "leak"])[:2000])
         check("libs_bench: cuBLAS's handles are library memory",
@@ -192,7 +200,7 @@ if not only_overhead:
 # (expandable_segments advice kept); the retained-graph loops and
 # a clean one (growth, and its advice, only where a graph or outputs are kept).
 cause = here / "torch_cause.py"
-for mode in () if only_overhead else ("activation_oom", "weights_oom", "fragmentation_oom"):
+for mode in () if skip("cause") else ("activation_oom", "weights_oom", "fragmentation_oom"):
     r, traces = run(f"cause_{mode}", [sys.executable, cause, mode])
     check(f"cause_{mode}: the OOM was raised and caught", r.returncode == 0 and "OutOfMemoryError" in r.stdout,
           repr((r.stdout[-300:], r.stderr[-1500:])))
@@ -220,7 +228,7 @@ for mode in () if only_overhead else ("activation_oom", "weights_oom", "fragment
         check("cause_fragmentation_oom: expandable_segments advised, no cap or activation advice",
               "expandable-segments" in advice and "raise-memory-fraction" not in advice
               and not (wanted & advice.keys()), str(list(advice)))
-for mode in () if only_overhead else ("retain_accumulate", "list_losses", "dict_outputs", "clean"):
+for mode in () if skip("cause") else ("retain_accumulate", "list_losses", "dict_outputs", "clean"):
     bare, _ = run(f"cause_{mode}_bare", [sys.executable, cause, mode], shim_on=False)
     r, traces = run(f"cause_{mode}", [sys.executable, cause, mode])
     check(f"cause_{mode}: output unchanged", r.returncode == bare.returncode == 0 and r.stdout == bare.stdout,
@@ -265,11 +273,13 @@ if only_overhead:
     finish()
 torchrun = pathlib.Path(sys.executable).parent / "torchrun"
 launcher = [torchrun] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
-r, traces = run("ddp_gloo", [*launcher, "--nproc-per-node", "2", ddp, "gloo"], record=True)
-check("ddp_gloo: ranks ran", r.returncode == 0, r.stderr[-1500:])
-rank_traces = [t for t in traces if t.name.startswith(("rank0.", "rank1."))]
-check("ddp_gloo: one trace per rank", len(rank_traces) == 2, str([t.name for t in traces]))
-rep = report("ddp_gloo", traces) if traces else None
+rep = None
+if not skip("ddp"):
+    r, traces = run("ddp_gloo", [*launcher, "--nproc-per-node", "2", ddp, "gloo"], record=True)
+    check("ddp_gloo: ranks ran", r.returncode == 0, r.stderr[-1500:])
+    rank_traces = [t for t in traces if t.name.startswith(("rank0.", "rank1."))]
+    check("ddp_gloo: one trace per rank", len(rank_traces) == 2, str([t.name for t in traces]))
+    rep = report("ddp_gloo", traces) if traces else None
 if rep:
     line = site_line(ddp, "rank1_extra")
     rank1 = [l for l in rep["leaks"] if any(f.get("line") == line and f.get("file", "").endswith("ddp_ranks.py")

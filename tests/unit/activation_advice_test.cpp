@@ -270,7 +270,9 @@ namespace {
 // A training step (stack 2, saved for its backward pass and freed by it) and then an evaluation
 // at line 7 of `train_py`: a forward pass through model.py's two layers (stacks 5 and 6, 1 MiB and
 // 512 KiB) whose graph is kept, so its blocks outlive every backward pass after them.
-TraceBuilder evaluation_kept(const std::string& train_py, int steps = 24) {
+// `returns`: the loop runs in a function whose local list kept the graphs, freed when it returns
+// before the process ends.
+TraceBuilder evaluation_kept(const std::string& train_py, int steps = 24, bool returns = false) {
   TraceBuilder t = base(4096 * MiB);
   t.stack(5, {kAppBase + 0x5000});
   // torch's own frames between are shared by both layers: not the loop's line.
@@ -292,6 +294,11 @@ TraceBuilder evaluation_kept(const std::string& train_py, int steps = 24) {
     t.torch(gf::TorchAction::kAlloc, next + 1 * MiB, 512 * 1024, 6);
     next += 2 * MiB;
   }
+  if (returns)
+    for (uint64_t a = kSegment + 128 * MiB; a < next; a += 2 * MiB) {
+      t.torch(gf::TorchAction::kFreeCompleted, a, 0);
+      t.torch(gf::TorchAction::kFreeCompleted, a + 1 * MiB, 0);
+    }
   t.end();
   return t;
 }
@@ -360,6 +367,21 @@ TEST(RetainedGraph, NamesTheLoopLineAndTheListAppendThatKeepsIt) {
       << an::report_text(r);
   EXPECT_NE(an::report_html(r).find("cause: an autograd graph kept past its step"),
             std::string::npos);
+}
+
+TEST(RetainedGraph, AGraphKeptByALocalListFreedWhenItsFunctionReturnsIsNamedToo) {
+  TempDir dir;
+  const std::string train = write_loop(dir, "    losses.append(val_loss)\n");
+  an::ProcessReport p = analyze(evaluation_kept(train, 24, /*returns=*/true), dir);
+  const an::Growth& g = growth_at(p, 30);
+  EXPECT_EQ(g.cause, "retained_graph");
+  EXPECT_EQ(g.graph_made_at, train + ":7");
+  EXPECT_EQ(g.graph_held_at, train + ":8");
+  // Both layers' blocks outlived their backward passes over the run, though none is alive at the
+  // end.
+  ASSERT_TRUE(p.categories);
+  ASSERT_EQ(p.categories->kept_sites.size(), 2u);
+  EXPECT_EQ(p.categories->kept_sites[0].bytes, 22 * MiB);  // all but the last two steps' blocks
 }
 
 TEST(RetainedGraph, NamesADictStoreOnTheLoopLineItself) {

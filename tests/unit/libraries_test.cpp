@@ -276,6 +276,7 @@ namespace {
 
 constexpr Mod kXla{"/venv/lib/python3.12/site-packages/jax_plugins/xla_cuda13/xla_cuda_plugin.so",
                    0x7f9000000000};
+constexpr Mod kPython{"/usr/lib/x86_64-linux-gnu/libpython3.12.so.1.0", 0x7fa000000000};
 constexpr uint64_t kXlaPool = 30, kXlaBuffer = 31;
 
 // A JAX process: XLA's allocations through the driver API, with the allocator settings the Python
@@ -286,9 +287,9 @@ TraceBuilder jax_process(
   t.process(80, "python jax_loop.py");
   t.device(0, 8ull << 30);
   for (const auto& [key, value] : attributes) t.add(gf::AttributeRecord{key, value});
-  for (const Mod& m : {kDriver, kXla, kApp}) t.module(m.path, m.base, 0x100000);
+  for (const Mod& m : {kDriver, kXla, kApp, kPython}) t.module(m.path, m.base, 0x100000);
   t.stack(kXlaPool, {in(kDriver), in(kXla, 0x400), in(kApp, 0xa0)});
-  t.stack(kXlaBuffer, {in(kDriver), in(kXla, 0x500), in(kApp, 0xb0)});
+  t.stack(kXlaBuffer, {in(kDriver), in(kXla, 0x500), in(kPython, 0xb0)});
   return t;
 }
 
@@ -351,11 +352,20 @@ TEST(JaxMode, WithoutThePackageOneHugeAllocationIsInferredToBeThePool) {
 TEST(JaxMode, ThePlatformAllocatorHidesNothingAndGetsNoAdvice) {
   TempDir dir;
   TraceBuilder t = jax_process({{"jax.preallocate", "false"}, {"jax.allocator", "platform"}});
+  // XLA allocates a jitted call's outputs on the dispatching thread, under the script's line.
+  t.python_stack(kXlaBuffer, {{"/srv/jax_loop.py", "<module>", 21}});
   for (uint64_t i = 0; i < 4; ++i)
     t.alloc(0x100000000 + i * 0x1000000, 4 * kMiB, kXlaBuffer, gf::Api::kCuMemAlloc);
   t.end();
   an::Report report = an::analyze({t.write(dir.file("t.trace"))});
   const an::ProcessReport& p = report.processes.at(0);
+  // XLA's own frames are the framework's: the buffers are shown at the script's line first.
+  ASSERT_FALSE(p.leaks.empty());
+  ASSERT_FALSE(p.leaks[0].stack.empty());
+  EXPECT_TRUE(p.leaks[0].stack[0].python);
+  EXPECT_EQ(p.leaks[0].stack[0].file, "/srv/jax_loop.py");
+  EXPECT_EQ(p.leaks[0].stack[0].line, 21u);
+  EXPECT_EQ(row(p, "XLA (jaxlib)")->top_site, "jax_loop.py:21 <module>");
   const an::FrameworkMode* jax = mode(p, "JAX");
   ASSERT_NE(jax, nullptr);
   EXPECT_NE(jax->mode.find("platform allocator"), std::string::npos);
