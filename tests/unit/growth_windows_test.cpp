@@ -258,3 +258,14 @@ TEST(GrowthWindows, WindowSizeFollowsTheBusiestThreadAndFreesNeverPrecedeTheirAl
   // window's end nothing is live, and nothing ever reads below zero.
   for (uint64_t v : series) EXPECT_EQ(v, 0u);
 }
+
+// A thread's clock goes on where it stopped when its events come again, the first thread's too.
+TEST(GrowthWindows, ThreadsKeepTheirClocksWhenTheirEventsComeAgain) {
+  an::AllocationWindows w;  // the first events' thread: 0, as in traces without thread ids
+  for (int i = 0; i < 100; ++i) w.allocated(0, 10);
+  w.thread(5);
+  w.allocated(1, 10);
+  w.thread(0);
+  for (int i = 0; i < 100; ++i) w.allocated(0, 10);
+  EXPECT_EQ(w.window_allocations(), 4u);  // thread 0's 200 allocations: 50 windows of 4
+}
