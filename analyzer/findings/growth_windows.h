@@ -11,15 +11,15 @@
 // one before its allocation's (a free on another thread whose clock is behind).
 //
 // N doubles (adjacent windows merge) whenever a thread reaches window kMaxWindows, so the number of
-// windows, kMaxWindows / 2 + 1 .. kMaxWindows, depends on the busiest thread's allocation count
-// alone.
+// windows, kMaxWindows / 2 + 1 .. kMaxWindows (one per allocation while the busiest thread has
+// made fewer), depends on the busiest thread's allocation count alone.
 //
 // Cost per change: each site has a few open windows (its latest ones, one per window modulo
 // kOpenSlots: threads a few windows apart share a site without evicting each other) whose bytes
 // add up in place; a change to a window whose slot holds another files that one's sum in a log,
 // which is sorted and summed by (window, site) whenever it has doubled, so memory stays within
-// about twice one entry per site and window it changed in. A hash lookup per change cost a third
-// more time per event than the whole replay.
+// about twice one entry per site and window it changed in. (A hash lookup per change cost the
+// load phase a third more instructions per event.)
 #pragma once
 #include <array>
 #include <cstdint>

@@ -15,9 +15,9 @@ from conftest import BUILD, site_line
 APP = BUILD / "tests" / "integration" / "threads_growth_app"
 SRC = "threads_growth_app.cpp"
 THREADS = 16
-# Sanitizer builds run the program several times slower: fewer pairs, the same ten runs.
+# Sanitizer builds run the program many times slower: fewer pairs, the same ten runs.
 SANITIZED = bool(os.environ.get("GPUMEMSHIM_TEST_PRELOAD"))
-PAIRS = 2000 if SANITIZED else 10000
+PAIRS = 1000 if SANITIZED else 10000
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_a_leak_at_each_threads_end_is_the_same_leak_and_no_growth_on_ten_loaded
 
 
 def test_threads_that_keep_more_buffers_grow_on_every_loaded_run_in_windows_of_allocations(run, busy_cores):
-    keep_every = 100
+    keep_every = PAIRS // 100  # a hundred more buffers a thread, a few in every window
     kept = f"{SRC}:{site_line('kept_buffer', SRC)}"
     for n in range(3):
         report, growth, _, advice, _ = record_and_judge(run, n, THREADS, PAIRS, keep_every)
