@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
   const uint64_t events = std::strtoull(argv[2], nullptr, 10);
   uint64_t threads = 16, stacks = 3000, seed = 42;
   int64_t rank = -1;
-  bool steps = true;  // --no-steps: no step markers (growth then falls back to time buckets)
+  bool steps = true;  // --no-steps: no step markers (growth then counts windows of allocations)
   bool twins = false;
   bool torch = false;
   bool marks = true;

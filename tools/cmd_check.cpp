@@ -39,9 +39,9 @@ std::string growth_failures_text(const CheckVerdict& v, uint64_t limit) {
         where = fmt::format("{}:{}", f.file, f.line);
         break;
       }
-    out += fmt::format("GROWTH {} bytes per {} (limit {}) at {} pid {} id {}\n",
-                       static_cast<uint64_t>(g->bytes_per_step), g->basis == "steps" ? "step" : "time bucket",
-                       limit, where, g->pid, g->id);
+    out +=
+        fmt::format("GROWTH {} bytes per {} (limit {}) at {} pid {} id {}\n",
+                    static_cast<uint64_t>(g->bytes_per_step), g->unit, limit, where, g->pid, g->id);
   }
   return out;
 }
@@ -82,9 +82,11 @@ int run_check(const CheckOptions& o) {
       fmt::print(stderr, "gpumemshim: check failed: {} bytes leaked (limit {})\n", s.leaked_bytes,
                  o.max_leak_bytes);
     if (!verdict.growth_over_limit.empty())
-      fmt::print(stderr, "gpumemshim: check failed: {} site{} growing faster than {} bytes per step\n",
-                 verdict.growth_over_limit.size(), verdict.growth_over_limit.size() == 1 ? "" : "s",
-                 *o.max_growth_bytes_per_step);
+      fmt::print(
+          stderr,
+          "gpumemshim: check failed: {} site{} growing faster than {} bytes per step (or window)\n",
+          verdict.growth_over_limit.size(), verdict.growth_over_limit.size() == 1 ? "" : "s",
+          *o.max_growth_bytes_per_step);
     return kExitFindings;
   }
   std::string alive = s.alive_at_trace_end_allocations

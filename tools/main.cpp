@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
                                            "leaked bytes allowed (default 0)");
   numbers.max_growth_opt = check->add_option(
       "--max-growth-bytes-per-step", numbers.max_growth,
-      "fail when a site grows by more than N bytes per step (default: growth never fails)");
+      "fail when a site grows by more than N bytes per step (per allocation window without step "
+      "markers; default: growth never fails)");
   check->add_flag(
       "--allow-incomplete", chk.allow_incomplete,
       "judge incomplete, damaged or write-failed traces by what they recorded (exit 0/1) "

@@ -108,14 +108,14 @@ void advise_growth(const ProcessReport& p, std::vector<Advice>& out) {
   for (const Growth& g : p.growth) {
     if (g.suppressed) continue;
     std::string evidence = fmt::format(
-        "live bytes at {} grow by {} bytes per {} over {} {} (confidence {:.2f}): {} -> {}{}", where(g.stack),
-        static_cast<uint64_t>(g.bytes_per_step), g.basis == "steps" ? "step" : "time bucket", g.steps,
-        g.basis == "steps" ? "steps" : "time buckets", g.confidence, human_bytes(g.first_live_bytes),
+        "live bytes at {} grow by {} bytes per {} over {} {} (confidence {:.2f}): {} -> {}{}",
+        where(g.stack), static_cast<uint64_t>(g.bytes_per_step), g.unit, g.steps,
+        g.basis == "steps" ? "steps" : "windows", g.confidence, human_bytes(g.first_live_bytes),
         human_bytes(g.last_live_bytes),
-        !g.has_projection ? ""
-        : g.basis == "steps"
-            ? fmt::format("; the device would be full at step {}", g.projected_oom_step)
-            : fmt::format("; the device would be full after {:.0f} s", static_cast<double>(g.projected_oom_step) * g.bucket_s));
+        !g.has_projection
+            ? ""
+            : fmt::format("; the device would be full at {} {}",
+                          g.basis == "steps" ? "step" : "window", g.projected_oom_step));
     const Frame* py = first_python(g.stack);
     const Frame* at = py ? py : first_with_line(g.stack);
     const std::string text = at ? source_line(at->file, at->line) : std::string();

@@ -1,5 +1,5 @@
-// Growth: live bytes per allocation site sampled at step boundaries (or, without
-// step markers, at equal time buckets), and a robust trend fit per site.
+// Growth: live bytes per allocation site sampled at step boundaries (or, without step markers, at
+// the ends of windows of allocations: growth_windows.h), and a robust trend fit per site.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -124,8 +124,6 @@ inline size_t trend_warmup(size_t n) { return n / 10 > 1 ? n / 10 : 1; }
 // Growth is reported only when the fit rises by at least one byte per boundary and this share of
 // its points agree with the line.
 inline constexpr double kMinGrowthConfidence = 0.5;
-inline constexpr size_t kMaxStepPoints = 512;   // kept step boundaries
-inline constexpr size_t kMaxTimePoints = 40;    // time buckets kept without step markers (20..40)
-inline constexpr uint64_t kTimeTickNs = 1000;   // the finest time bucket; doubled as needed
+inline constexpr size_t kMaxStepPoints = 512;  // kept step boundaries
 
 }  // namespace gpumemshim::analyzer

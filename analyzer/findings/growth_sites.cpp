@@ -1,5 +1,7 @@
 #include "findings/growth_sites.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -11,6 +13,12 @@
 #include "report/stack_view.h"
 
 namespace gpumemshim::analyzer {
+
+std::string growth_unit(uint64_t window_allocations) {
+  if (window_allocations == 0) return "step";
+  return fmt::format("window of {} allocation{} per thread", window_allocations,
+                     window_allocations == 1 ? "" : "s");
+}
 
 namespace {
 
@@ -150,12 +158,14 @@ GrowthSites growth_sites(const Replay& replay, const SiteSampler& sampler, Stack
 
 // The finding of a site whose fit rises, with the step at which its device would be full.
 Growth growth_of(const LoadedTrace& trace, const std::string& stack_key, GrowthSite& s,
-                 const TrendFit& f, bool by_steps, double bucket_s, uint64_t last_step) {
+                 const TrendFit& f, uint64_t window_allocations, uint64_t last_step) {
   Growth g;
   g.id = site_id_of(stack_key, s.raw.api, s.raw.torch_block);
-  g.basis = by_steps ? "steps" : "time";
+  const bool by_steps = window_allocations == 0;
+  g.basis = by_steps ? "steps" : "allocations";
   g.bytes_per_step = std::round(f.slope);
-  g.bucket_s = by_steps ? 0 : bucket_s;
+  g.window_allocations = window_allocations;
+  g.unit = growth_unit(window_allocations);
   g.steps = f.points;
   g.warmup_steps = f.warmup;
   g.last_step = last_step;
@@ -186,14 +196,10 @@ std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks) {
   const Replay& replay = trace.replay;
   const bool by_steps = replay.summary().steps > 0;
   const GrowthSampling& samples = replay.growth_samples();
-  const SiteSampler& sampler = by_steps ? samples.step_samples() : samples.time_samples();
-  std::vector<uint64_t> x = sampler.points();
+  const SiteSampler& sampler = by_steps ? samples.step_samples() : samples.window_samples();
+  const std::vector<uint64_t> x = sampler.points();
   if (x.size() < 5) return {};
-  // Time buckets are counted in buckets of the final stride, not in ticks.
-  const uint64_t stride = by_steps ? 1 : sampler.stride();
-  if (!by_steps)
-    for (uint64_t& v : x) v = (v + stride - 1) / stride;
-  const double bucket_s = static_cast<double>(stride * samples.time_tick_ns()) / 1e9;
+  const uint64_t window_allocations = by_steps ? 0 : samples.window_allocations();
 
   std::vector<uint32_t> group_of_raw;
   GrowthSites sites = growth_sites(replay, sampler, stacks, group_of_raw);
@@ -207,7 +213,7 @@ std::vector<Growth> find_growth(const LoadedTrace& trace, StackView& stacks) {
     if (sy.size() <= warmup || sy.back() <= sy[warmup]) continue;
     TrendFit f = fit_trend(x, sy);
     if (f.points == 0 || f.slope < 1.0 || f.confidence < kMinGrowthConfidence) continue;
-    out.push_back(growth_of(trace, std::get<0>(key), s, f, by_steps, bucket_s, x.back()));
+    out.push_back(growth_of(trace, std::get<0>(key), s, f, window_allocations, x.back()));
   }
   std::sort(out.begin(), out.end(), [](const Growth& a, const Growth& b) {
     if (a.bytes_per_step != b.bytes_per_step) return a.bytes_per_step > b.bytes_per_step;

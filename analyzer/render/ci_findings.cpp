@@ -52,14 +52,16 @@ Finding growth_finding(const Growth& g, const FailPolicy& policy) {
   f.stack = g.stack;
   mark_suppressed(f, g);
   std::string where = site_label(f.stack);
-  f.title = fmt::format("growth: {} per step at {}", human_bytes(f.bytes), where);
-  f.message = fmt::format("Live memory at {} grows by {} bytes ({}) per step over {}, from {} to {} bytes",
-                          where, f.bytes, human_bytes(f.bytes), plural(g.steps, "step"), g.first_live_bytes,
-                          g.last_live_bytes);
+  const bool steps = g.basis == "steps";
+  f.title = fmt::format("growth: {} per {} at {}", human_bytes(f.bytes), g.unit, where);
+  f.message = fmt::format(
+      "Live memory at {} grows by {} bytes ({}) per {} over {}, from {} to {} bytes", where,
+      f.bytes, human_bytes(f.bytes), g.unit, plural(g.steps, steps ? "step" : "window"),
+      g.first_live_bytes, g.last_live_bytes);
   f.message += fmt::format(" (confidence {:.2f}).", g.confidence);
-  if (g.has_projection && g.basis != "time")
-    f.message += fmt::format(" The device runs out of memory at step {} at this rate.",
-                             static_cast<int64_t>(g.projected_oom_step));
+  if (g.has_projection)
+    f.message += fmt::format(" The device runs out of memory at {} {} at this rate.",
+                             steps ? "step" : "window", static_cast<int64_t>(g.projected_oom_step));
   if (f.suppressed) f.message += fmt::format(" Suppressed by '{}'.", f.suppressed_by);
   f.fails = !f.suppressed && policy.max_growth_bytes_per_step && per_step > *policy.max_growth_bytes_per_step;
   return f;

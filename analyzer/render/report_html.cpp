@@ -222,18 +222,21 @@ std::string leaks_section(const std::vector<const SiteGroup*>& leaks) {
 }
 
 std::string growth_section(const std::vector<const Growth*>& growth) {
-  std::string out = "<h2>Growth</h2>\n<table><tr><th>bytes/step</th><th>steps</th><th>confidence</th>"
-                    "<th>first \u2192 last</th><th>projected OOM step</th><th>pid</th><th>stack</th></tr>\n";
+  std::string out =
+      "<h2>Growth</h2>\n<table><tr><th>bytes</th><th>per</th><th>steps or windows</th>"
+      "<th>confidence</th><th>first \u2192 last</th><th>projected OOM step or window</th>"
+      "<th>pid</th><th>stack</th></tr>\n";
   for (const Growth* g : growth) {
-    const bool projected = g->has_projection && g->basis != "time";
-    out += fmt::format("<tr>{}<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} \u2192 {}</td>"
-                       "<td class=\"num\">{}</td><td>{}</td>{}</tr>\n",
-                       bytes_cell(static_cast<uint64_t>(g->bytes_per_step)), g->steps, fraction(g->confidence),
-                       esc(human_bytes(g->first_live_bytes)), esc(human_bytes(g->last_live_bytes)),
-                       projected ? num(g->projected_oom_step) : kDash, g->pid, frames_cell(g->stack));
+    out += fmt::format(
+        "<tr>{}<td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+        "<td class=\"num\">{} \u2192 {}</td><td class=\"num\">{}</td><td>{}</td>{}</tr>\n",
+        bytes_cell(static_cast<uint64_t>(g->bytes_per_step)), esc(g->unit), g->steps,
+        fraction(g->confidence), esc(human_bytes(g->first_live_bytes)),
+        esc(human_bytes(g->last_live_bytes)),
+        g->has_projection ? num(g->projected_oom_step) : kDash, g->pid, frames_cell(g->stack));
     const std::string cause = growth_cause(*g);
     if (!cause.empty())
-      out += fmt::format("<tr><td colspan=\"7\" class=\"muted\">cause: {}</td></tr>\n", esc(cause));
+      out += fmt::format("<tr><td colspan=\"8\" class=\"muted\">cause: {}</td></tr>\n", esc(cause));
   }
   return out + "</table>\n";
 }

@@ -104,9 +104,9 @@ json group_json(const SiteGroup& g) {
 }
 
 json growth_json(const Growth& g) {
-  const bool by_time = g.basis == "time";
   json o = {{"id", g.id},
             {"basis", g.basis},
+            {"unit", g.unit},
             {"bytes_per_step", static_cast<uint64_t>(g.bytes_per_step)},
             {"steps", g.steps},
             {"warmup_steps", g.warmup_steps},
@@ -128,12 +128,8 @@ json growth_json(const Growth& g) {
                                       {"held_at", or_null(g.graph_held_at)},
                                       {"held_how", or_null(g.graph_held_how)},
                                       {"held_line", or_null(g.graph_held_text)}};
-  if (g.has_projection && !by_time) o["projected_oom_step"] = g.projected_oom_step;
-  if (by_time) {
-    o["bucket_s"] = g.bucket_s;
-    o["projected_oom_time_s"] =
-        g.has_projection ? json(static_cast<double>(g.projected_oom_step) * g.bucket_s) : json();
-  }
+  if (g.has_projection) o["projected_oom_step"] = g.projected_oom_step;
+  if (g.basis == "allocations") o["window_allocations"] = g.window_allocations;
   mark_suppressed(o, g);
   return o;
 }

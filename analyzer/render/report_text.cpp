@@ -40,15 +40,16 @@ void growth_text(std::string& out, const Growth& g) {
   const bool steps = g.basis == "steps";
   std::string projection;
   if (g.has_projection)
-    projection = steps ? fmt::format(", device full at step {}", g.projected_oom_step)
-                       : fmt::format(", device full after {:.0f} s",
-                                     static_cast<double>(g.projected_oom_step) * g.bucket_s);
-  out += fmt::format("{} +{} per {} over {} {} (warm-up {}, confidence {:.2f}): {} -> {}{} via {} pid {} id {}{}\n",
-                     g.suppressed ? "SUPPRESSED GROWTH" : "GROWTH", bytes_str(static_cast<uint64_t>(g.bytes_per_step)),
-                     steps ? "step" : fmt::format("{:.3f} s", g.bucket_s), g.steps, steps ? "steps" : "time buckets",
-                     g.warmup_steps, g.confidence, bytes_str(g.first_live_bytes), bytes_str(g.last_live_bytes),
-                     projection, api_label(g.torch_block, g.api), g.pid,
-                     g.id, g.suppressed ? fmt::format(" (suppressed by '{}')", g.suppressed_by) : "");
+    projection =
+        fmt::format(", device full at {} {}", steps ? "step" : "window", g.projected_oom_step);
+  out += fmt::format(
+      "{} +{} per {} over {} {} (warm-up {}, confidence {:.2f}): {} -> {}{} via {} pid {} id "
+      "{}{}\n",
+      g.suppressed ? "SUPPRESSED GROWTH" : "GROWTH",
+      bytes_str(static_cast<uint64_t>(g.bytes_per_step)), g.unit, g.steps,
+      steps ? "steps" : "windows", g.warmup_steps, g.confidence, bytes_str(g.first_live_bytes),
+      bytes_str(g.last_live_bytes), projection, api_label(g.torch_block, g.api), g.pid, g.id,
+      g.suppressed ? fmt::format(" (suppressed by '{}')", g.suppressed_by) : "");
   const std::string cause = growth_cause(g);
   if (!cause.empty()) out += fmt::format("  cause: {}\n", cause);
   frames_text(out, g.stack);

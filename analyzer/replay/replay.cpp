@@ -67,7 +67,7 @@ void Replay::Core::grow_site_slots() {
     if (slot.tag != 0) place_site_slot(slot);
 }
 
-inline void Replay::Core::site_add(uint32_t site, uint64_t bytes) {
+inline AllocationWindows::Tag Replay::Core::site_add(uint32_t site, uint64_t bytes) {
   peaks.before_change(site, site_live);
   SiteHot& hot = site_hot[site];
   if (growth.wants_touch(hot.stamp)) hot.stamp = growth.touch(site);
@@ -76,6 +76,7 @@ inline void Replay::Core::site_add(uint32_t site, uint64_t bytes) {
   hot.peak = std::max(hot.peak, now);
   if (hot.traits & kTimelineTrait) timeline.site_changed(site, now, static_cast<int64_t>(bytes));
   if (hot.group != TimelineTracker::kNoGroup) timeline.group_changed(hot.group, bytes);
+  return growth.allocated(site, bytes);
 }
 
 inline void Replay::Core::site_sub(const LiveRecord& a) {
@@ -84,6 +85,7 @@ inline void Replay::Core::site_sub(const LiveRecord& a) {
   peaks.before_change(site, site_live);
   if (SiteHot& hot = site_hot[site]; growth.wants_touch(hot.stamp)) hot.stamp = growth.touch(site);
   growth.changed();
+  growth.freed(site, bytes, a.window);
   uint64_t now = site_live[site] -= bytes;
   if (a.traits & kTimelineTrait) timeline.site_changed(site, now, -static_cast<int64_t>(bytes));
   if (timeline.grouping()) [[unlikely]]
@@ -124,13 +126,14 @@ LiveAlloc Replay::Core::expand(uint64_t address, const LiveRecord& a) const {
 
 inline void Replay::Core::alloc(const format::AllocRecord& r) {
   at(r.time_ns);
+  growth.thread(r.thread_id);
   ++summary.allocations;
   auto [slot, inserted] = live[address_class(r.kind)].try_emplace(r.address);
   // A live address allocated again: we missed its free; the new allocation replaces the old one.
   if (!inserted) forget(*slot);
   const uint32_t site = site_of(RawSite{r.stack_id, r.api, r.kind, false}, r.device);
   *slot = new_record(site, r.size, r.time_ns, r.device);
-  site_add(site, r.size);
+  slot->window = site_add(site, r.size);
   KindCounters& k = summary.by_kind[static_cast<uint8_t>(r.kind)];
   ++k.allocations;
   ++k.live_count;
@@ -150,6 +153,7 @@ inline void Replay::Core::alloc(const format::AllocRecord& r) {
 
 inline void Replay::Core::free(const format::FreeRecord& r) {
   at(r.time_ns);
+  growth.thread(r.thread_id);
   if (r.address == 0) return;  // cudaFree(nullptr): a no-op (often used to create the context)
   if (r.result != 0) {
     ++summary.failed_frees;
@@ -275,7 +279,7 @@ void Replay::Core::torch_alloc(const format::TorchEventRecord& r) {
       site_of(RawSite{r.stack_id, Api::kUnknown, MemoryKind::kDevice, true}, r.device);
   static_cast<LiveRecord&>(a) = new_record(site, r.size, r.time_ns, r.device);
   a.category = categories.block_alloc(r.size);
-  site_add(site, r.size);
+  a.window = site_add(site, r.size);
   devices.blocks(r.device, r.size, 0);
   ++t.live_blocks;
   t.live_block_bytes += r.size;
@@ -341,7 +345,7 @@ void Replay::Core::finish() {
   });
   categories.finish();
   timeline.finish();
-  growth.finish(last_event_ns, site_live);
+  growth.finish(sites.size());
   const uint64_t end = std::max(last_time_ns, last_event_ns);
   for (const DeviceMemoryTrack& d : devices.all())
     if (d.seen && d.torch) devices.finish(d.device, end, torch_blocks(d.device));
@@ -410,6 +414,7 @@ void Replay::marker(const format::MarkerRecord& r) {
 void Replay::torch(const format::TorchEventRecord& r) {
   Core& c = *core_;
   c.at(r.time_ns);
+  c.growth.thread(r.thread_id);
   TorchCounters& t = c.summary.torch;
   ++t.events;
   switch (r.action) {

@@ -27,9 +27,17 @@ struct Replay::Core {
     uint32_t site;
     uint32_t region : 24;  // RegionTracker::kNone: none
     uint32_t traits : 8;   // its site's SiteHot::traits
-    int32_t device;
+    int16_t device;        // kFarDevice: one outside int16_t, which no tracker keeps
+    AllocationWindows::Tag window;  // GrowthSampling::allocated's
     uint32_t step;  // the steps seen before it, modulo 2^32 (step_of: exact below 2^32 steps apart)
   };
+  static_assert(sizeof(LiveRecord) == 32, "a live record is half a cache line");
+  // A device number beyond int16_t (a damaged trace): negative, so no device tracker counts it,
+  // as none counts the number it stands for (DeviceTracker keeps devices 0..4095).
+  static constexpr int16_t kFarDevice = INT16_MIN;
+  static int16_t record_device(int32_t device) {
+    return device >= INT16_MIN && device <= INT16_MAX ? static_cast<int16_t>(device) : kFarDevice;
+  }
   // What a site is, in one byte: its memory kind (3 bits), whether that is device memory
   // (is_device_memory_kind) and whether it is a timeline site (is_timeline_site).
   static constexpr uint8_t kKindBits = 7, kDeviceMemoryTrait = 8, kTimelineTrait = 16;
@@ -67,14 +75,9 @@ struct Replay::Core {
   static_assert(sizeof(TorchRecord) <= 40, "a tensor block's slot must stay within a cache line");
   using TorchRecords = LiveTable<uint64_t, TorchRecord, AddressHash>;
 
-  // The clock: every timed event passes here first, with the time buckets it closes.
+  // The clock: every timed event passes here first.
   void at(uint64_t time_ns) {
-    if (growth.closes_bucket(time_ns)) [[unlikely]]
-      tick(time_ns);
     if (time_ns > last_event_ns) last_event_ns = time_ns;
-  }
-  [[gnu::noinline]] void tick(uint64_t time_ns) {
-    growth.close_buckets(time_ns, last_event_ns, site_live);
   }
 
   // Raw sites. Inline (as are site_add and site_sub) in the events: a call each cost more than
@@ -93,7 +96,8 @@ struct Replay::Core {
   bool is_timeline_site(uint32_t site) const {
     return !sites[site].torch_block && is_device_memory_kind(sites[site].kind);
   }
-  [[gnu::always_inline]] inline void site_add(uint32_t site, uint64_t bytes);
+  // Returns the growth windows' tag for the allocation's record.
+  [[gnu::always_inline]] inline AllocationWindows::Tag site_add(uint32_t site, uint64_t bytes);
   // A live allocation's bytes leave its site: from its record, which holds the site's traits, so
   // the site's SiteHot line is read only while a sampler wants touches or groups are summed.
   [[gnu::always_inline]] inline void site_sub(const LiveRecord& a);
@@ -106,7 +110,8 @@ struct Replay::Core {
                       site,
                       regions.open(),
                       site_hot[site].traits,
-                      device,
+                      record_device(device),
+                      0,
                       static_cast<uint32_t>(summary.steps)};
   }
   uint64_t step_of(const LiveRecord& a) const {

@@ -97,12 +97,16 @@ def test_expect_no_leak_region_leak(run):
     assert run.cli("check", trace).returncode == 1
 
 
-def test_without_step_markers_growth_falls_back_to_time_buckets(run):
+def test_without_step_markers_growth_is_per_window_of_allocations(run):
+    # 40 allocations, 2 ms apart: 40 windows of one allocation each, whatever the pauses.
     trace = record(run, "timegrowth", 40)
     report = run.report(trace)
     [growth] = at_line(report["growth"], "step_leak")
-    assert growth["basis"] == "time" and growth["bucket_s"] > 0 and growth["projected_oom_step"] is None
-    assert 10 <= growth["steps"] <= 40
+    assert growth["basis"] == "allocations" and growth["window_allocations"] == 1
+    assert growth["unit"] == "window of 1 allocation per thread"
+    assert growth["bytes_per_step"] == 4096 and growth["steps"] + growth["warmup_steps"] == 40
+    assert growth["projected_oom_step"] > 40
+    assert "GROWTH +4.00 KiB (4096 bytes) per window of 1 allocation per thread over" in run.cli("report", trace).stdout
     # Alive at exit without step markers: a leak (LeakSanitizer's meaning).
     [leak] = at_line(report["leaks"], "step_leak")
     assert leak["kind"] == "leak" and leak["reason"] == "alive at exit in a trace without step markers"

@@ -1,4 +1,4 @@
-// The step/time sampler behind growth: after any number of thinnings (the stride doubling to keep
+// The step sampler behind growth: after any number of thinnings (the stride doubling to keep
 // at most max_points boundaries), a site's series holds, at each kept point, its live bytes at the
 // last boundary that the point covers, exactly as sampling every site at every boundary would.
 #include <gtest/gtest.h>
@@ -54,7 +54,7 @@ static void sample_randomly(uint64_t seed, bool counted) {
       if (sampler.wants_touches()) sampler.touch(site);
       ++changes_so_far;
     }
-    index += 1 + (rng() % 5 == 0 ? rng() % 3 : 0);  // boundaries may skip numbers (time buckets)
+    index += 1 + (rng() % 5 == 0 ? rng() % 3 : 0);  // boundaries may skip numbers
     sampler.boundary(index, live, counted ? changes_so_far : 0);
     all.emplace_back(index, live);
   }

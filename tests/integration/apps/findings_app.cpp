@@ -98,7 +98,7 @@ int train(const char* mode, int steps, int pause_us) {
   return 0;
 }
 
-// No step markers: a leak that grows with time.
+// No step markers: a leak that grows with the program's allocations (paused between them).
 int time_growth(int iterations) {
   device_total();
   for (int i = 0; i < iterations; ++i) {

@@ -156,20 +156,22 @@ struct SiteGroup {
 };
 
 // A site whose live bytes rise steadily: live bytes sampled at step boundaries (or, without step
-// markers, at equal time buckets) and a robust trend fit.
+// markers, at the ends of windows of each thread's allocations) and a robust trend fit.
 struct Growth {
   std::string id;             // the site id (same as the site's leak entries)
-  std::string basis;          // "steps" or "time" (no step markers: equal time buckets)
-  double bytes_per_step = 0;  // per step, or per time bucket for basis "time"
-  double bucket_s = 0;        // seconds per bucket (basis "time")
-  uint64_t steps = 0;         // boundaries used in the fit
+  std::string basis;          // "steps", or "allocations" (no step markers: allocation windows)
+  double bytes_per_step = 0;  // per unit: per step, or per window for basis "allocations"
+  uint64_t window_allocations = 0;  // basis "allocations": allocations of each thread per window
+  // What bytes_per_step is per, in words: "step", or "window of N allocations per thread".
+  std::string unit = "step";
+  uint64_t steps = 0;         // boundaries (steps or windows) used in the fit
   uint64_t warmup_steps = 0;  // excluded at the start
   uint64_t last_step = 0;     // the last boundary sampled
   uint64_t first_live_bytes = 0;
   uint64_t last_live_bytes = 0;
   double confidence = 0;
   bool has_projection = false;
-  uint64_t projected_oom_step = 0;  // the boundary at which the device would be full
+  uint64_t projected_oom_step = 0;  // the boundary (step or window) at which the device is full
   Api api = Api::kUnknown;
   MemoryKind memory = MemoryKind::kDevice;
   bool torch_block = false;
