@@ -111,7 +111,7 @@ def test_the_shim_and_the_bridge_are_inside_the_package(venv):
 def test_record_and_check_a_leaky_program(venv, tmp_path):
     env = venv_env(venv, LD_LIBRARY_PATH=FAKECUDA)
     r = run(["gpumemshim", "record", "-o", tmp_path / "leaky.%p.trace", "--", LEAKY_APP],
-            ok=False, env=env, cwd=tmp_path)
+            env=env, cwd=tmp_path)
     traces = list(tmp_path.glob("leaky.*.trace"))
     assert len(traces) == 1, r.stderr
     assert f"gpumemshim: trace: {traces[0]}" in r.stderr
@@ -124,10 +124,12 @@ def outcomes(stdout):
     return {name: outcome for outcome, name in re.findall(r"^(PASSED|FAILED) \S+::(\w+)", stdout, re.M)}
 
 
-def test_pytest_gpumemshim_through_the_entry_point(venv, tmp_path):
+@pytest.mark.parametrize("plugin_arg", [[], ["-p", "gpumemshim.pytest_plugin"]],
+                         ids=["entry-point", "also-named-with-p"])
+def test_pytest_gpumemshim_through_the_entry_point(venv, tmp_path, plugin_arg):
     env = venv_env(venv, FAKE_CUDART=FAKECUDA / "libcudart.so.13")
     r = run(["gpumemshim", "record", "-o", tmp_path / "pytest.%p.trace", "--",
-             venv / "bin" / "python", "-m", "pytest", "-p", "no:cacheprovider", "-rA",
+             venv / "bin" / "python", "-m", "pytest", "-p", "no:cacheprovider", *plugin_arg, "-rA",
              "--gpumemshim", SUITE], ok=False, env=env, cwd=tmp_path)
     out = r.stdout + r.stderr
     result = outcomes(r.stdout)
