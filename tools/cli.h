@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+}
 namespace gpumemshim::analyzer {
 struct Report;
 }
@@ -40,6 +43,23 @@ struct RecordOptions {
   std::vector<std::string> command;
 };
 int run_record(const RecordOptions& o);
+
+// libgpumemshim.so: GPUMEMSHIM_LIBRARY, else the one installed or built beside this executable.
+// locate_shim gives nullopt and says why (when `why` is given); find_shim throws CliError.
+std::optional<std::string> locate_shim(std::string* why = nullptr);
+std::string find_shim();
+
+struct DoctorOptions {
+  // The Python asked about torch, JAX and CuPy; "" = GPUMEMSHIM_PYTHON, else python3.
+  std::string python;
+};
+int run_doctor(const DoctorOptions& o);
+
+// The nearest command to a mistyped one ("reprot" -> "report"), or "" when none is near.
+std::string nearest_command(const std::string& typed, const std::vector<std::string>& commands);
+
+// Help text that fits 100 columns, options each on their own line. Call before adding commands.
+void use_readable_help(CLI::App& app);
 
 // The one error line for traces that are not clean, or "" when every trace is: what `check` and
 // `diff` refuse without --allow-incomplete. `side` ("base", "new") prefixes each trace for diff.

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,27 +28,6 @@ constexpr const char* kDefaultPattern = "gpumemshim.%h.%p.trace";
 bool is_file(const std::string& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-std::string find_shim() {
-  if (const char* env = std::getenv("GPUMEMSHIM_LIBRARY"); env && *env) {
-    if (!is_file(env)) throw CliError(fmt::format("GPUMEMSHIM_LIBRARY={}: no such file", env));
-    return env;
-  }
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw CliError("cannot find the shim: /proc/self/exe is unreadable (set GPUMEMSHIM_LIBRARY)");
-  std::string exe(buf, static_cast<size_t>(n));
-  std::string dir = exe.substr(0, exe.rfind('/'));
-  for (const char* rel : {"/../lib/libgpumemshim.so", "/../lib/gpumemshim/libgpumemshim.so"}) {
-    std::string p = dir + rel;
-    if (is_file(p)) {
-      char real[4096];
-      return ::realpath(p.c_str(), real) ? std::string(real) : p;
-    }
-  }
-  throw CliError(fmt::format("cannot find libgpumemshim.so next to {} (looked in {}/../lib and "
-                             "{}/../lib/gpumemshim; set GPUMEMSHIM_LIBRARY)", exe, dir, dir));
 }
 
 // The trace pattern's directory and a glob for its file name (%p %h %r %t → *, %% → %).
@@ -95,7 +75,55 @@ std::map<std::string, FileStamp> snapshot(const std::string& dir, const std::str
   return out;
 }
 
+std::string executable_dir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  std::string exe(buf, static_cast<size_t>(n));
+  return exe.substr(0, exe.rfind('/'));
+}
+
 }  // namespace
+
+std::optional<std::string> locate_shim(std::string* why) {
+  if (const char* env = std::getenv("GPUMEMSHIM_LIBRARY"); env && *env) {
+    if (is_file(env)) return std::string(env);
+    if (why) *why = fmt::format("GPUMEMSHIM_LIBRARY={}: no such file", env);
+    return std::nullopt;
+  }
+  std::string dir = executable_dir();
+  if (dir.empty()) {
+    if (why) *why = "cannot find the shim: /proc/self/exe is unreadable (set GPUMEMSHIM_LIBRARY)";
+    return std::nullopt;
+  }
+  // The install's own layout first (bin and lib as CMake installed them, also inside the Python
+  // package), then the build tree's and the common ones.
+  std::vector<std::string> candidates{"/" GPUMEMSHIM_BIN_TO_LIB "/libgpumemshim.so",
+                                      "/../lib/libgpumemshim.so",
+                                      "/../lib/gpumemshim/libgpumemshim.so"};
+  std::string looked;
+  for (const std::string& rel : candidates) {
+    std::string p = dir + rel;
+    if (is_file(p)) {
+      char real[4096];
+      return ::realpath(p.c_str(), real) ? std::string(real) : p;
+    }
+    std::string in = p.substr(0, p.rfind('/'));
+    if (looked.find(in) == std::string::npos) looked += (looked.empty() ? "" : ", ") + in;
+  }
+  if (why)
+    *why = fmt::format(
+        "cannot find libgpumemshim.so next to {}/gpumemshim (looked in {}; set "
+        "GPUMEMSHIM_LIBRARY)",
+        dir, looked);
+  return std::nullopt;
+}
+
+std::string find_shim() {
+  std::string why;
+  if (auto shim = locate_shim(&why)) return *shim;
+  throw CliError(why);
+}
 
 int run_record(const RecordOptions& o) {
   if (o.command.empty()) throw CliError("record: no command given (usage: gpumemshim record -- CMD ARGS...)");

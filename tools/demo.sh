@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
 # The main job: install dependencies, build, record a leaky program and analyze its trace.
 # Uses the real GPU when one is there, otherwise the project's fake CUDA.
+#   bash tools/demo.sh [--no-torch]
+# --no-torch (or GPUMEMSHIM_INSTALL_TORCH=0): no LibTorch download (about 1 GB); the demo needs no
+# torch, only the PyTorch bridge does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/install-deps.sh
+install_args=()
+for arg in "$@"; do
+  case "$arg" in
+    --no-torch) install_args+=(--no-torch) ;;
+    *) echo "demo: unknown option '$arg' (usage: demo.sh [--no-torch])" >&2; exit 2 ;;
+  esac
+done
+echo "== installing what the build needs (tools/install-deps.sh: it says what and how big first)"
+bash tools/install-deps.sh "${install_args[@]}"
+echo "== building (tools/build.sh: Release, in build/)"
 bash tools/build.sh
 out=build/demo
 rm -rf "$out" && mkdir -p "$out"

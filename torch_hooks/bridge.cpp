@@ -179,9 +179,16 @@ void on_oom(int64_t device, size_t allocated, size_t allowed, size_t device_free
 }  // namespace
 
 // The torch version this bridge was compiled against ("" when unknown): loading it into another
-// torch would read TraceEntry with the wrong layout, so the Python package compares first.
+// torch would read TraceEntry with the wrong layout, so the Python package compares first. The
+// tagged string lets `gpumemshim doctor` read the version from the file without loading it (loading
+// needs torch's own libraries).
+namespace {
+constexpr char kVersionTag[] = "gpumemshim-torch-version=" GPUMEMSHIM_TORCH_VERSION;
+constexpr size_t kVersionTagPrefix = sizeof "gpumemshim-torch-version=" - 1;
+}  // namespace
+
 extern "C" __attribute__((visibility("default"))) const char* gpumemshim_torch_version(void) {
-  return GPUMEMSHIM_TORCH_VERSION;
+  return kVersionTag + kVersionTagPrefix;
 }
 
 // 1: the tracker and the OOM observer are attached (now or by an earlier call); 0: not possible

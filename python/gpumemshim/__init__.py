@@ -25,6 +25,9 @@ allocator::
 Under the shim this happens by itself (zero code change): the shim's sitecustomize
 (python/boot) attaches the bridge right after torch initialises CUDA, adds a step marker after every
 ``optimizer.step()`` and a ``torch.backward`` range around backward passes (see _autoattach.py).
+
+PYTEST_DONT_REWRITE: the shim's boot imports this package before pytest starts, so pytest could
+not rewrite it anyway (it would warn that it is already imported); it holds no test assertions.
 """
 
 import os
@@ -32,7 +35,10 @@ import sys
 import threading
 
 __all__ = ["step", "mark", "expect_no_leak", "active", "attach_torch", "pause", "resume"]
-__version__ = "0.1.0"
+try:  # written by the build from CMake's project version (python/CMakeLists.txt)
+    from ._version import __version__
+except ImportError:  # this source tree on PYTHONPATH, not built
+    __version__ = "unknown"
 
 _lock = threading.Lock()
 _api = None  # None: not looked up yet; False: no shim; else a _Api

@@ -2,8 +2,8 @@
 
     gpumemshim record -- python -m pytest --gpumemshim tests/
 
-(installed with the package it loads by itself through the ``pytest11`` entry point; otherwise
-``-p gpumemshim.pytest_plugin``). With ``--gpumemshim`` each test runs inside an expect_no_leak
+(installed with the package, ``pip install .``, it loads by itself through the ``pytest11`` entry
+point; otherwise ``-p gpumemshim.pytest_plugin``, which names the same plugin). With ``--gpumemshim`` each test runs inside an expect_no_leak
 region named ``pytest:<nodeid>``; after a test carrying one of the markers the plugin flushes the
 trace, analyses it with ``gpumemshim report --format json`` and fails the test when
 

@@ -1,6 +1,7 @@
 // The shim's C API for step markers, exported with C linkage so that the Python
 // package (python/gpumemshim) finds it with ctypes in the global scope of a preloaded process,
-// and C/C++ programs with dlsym(RTLD_DEFAULT, ...). Every function is safe to call from any
+// and C/C++ programs with dlsym(RTLD_DEFAULT, ...) (the installed header api/include/gpumemshim/
+// markers.h does that for them). Every function is safe to call from any
 // thread, never allocates and never fails; with recording off it does nothing.
 #pragma once
 

@@ -182,6 +182,21 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, nvmlDevice_t* 
   return kSuccess;
 }
 
+// "FakeCUDA Device <ordinal>", the name the fake driver's cuDeviceGetName gives.
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned length) {
+  if (!initialized()) return kUninitialized;
+  if (device == nullptr || name == nullptr) return kInvalidArgument;
+  int n = std::snprintf(name, length, "FakeCUDA Device %d", device->ordinal);
+  return n >= 0 && static_cast<unsigned>(n) < length ? kSuccess : kInsufficientSize;
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned length) {
+  if (!initialized()) return kUninitialized;
+  if (version == nullptr) return kInvalidArgument;
+  int n = std::snprintf(version, length, "%s", "580.00.fake");
+  return n >= 0 && static_cast<unsigned>(n) < length ? kSuccess : kInsufficientSize;
+}
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   if (!initialized()) return kUninitialized;
   if (device == nullptr || memory == nullptr) return kInvalidArgument;
