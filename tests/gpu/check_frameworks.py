@@ -31,7 +31,9 @@ def show(rep):
     print("   libraries: " + json.dumps([(l["name"], l["at_peak_bytes"], l["end_bytes"], l["top_site"])
                                          for l in p.get("libraries", [])])[:1500])
     print("   frameworks: " + json.dumps(p.get("frameworks", []))[:800])
-    print("   growth: " + json.dumps([(g["bytes_per_step"], g.get("unit"), g["stack"][:2]) for g in rep.get("growth", [])])[:1500])
+    print("   growth: " + json.dumps([(g["bytes_per_step"], g.get("unit"), [(f.get("file", "")[-30:], f.get("line"))
+                                                                      for f in g["stack"][:3]])
+                                    for g in rep.get("growth", [])])[:1500])
     print("   leaks: " + json.dumps([(l["kind"], l["bytes"], l["count"], l["stack"][:1]) for l in rep["leaks"]])[:1500])
     print("   advice: " + json.dumps(advice(rep)))
 
@@ -77,7 +79,7 @@ else:
             continue
         show(rep)
         if mode == "keep":
-            line = site_line(cupy_script, "cupy_alloc")
+            line = site_line(cupy_script, "cupy_result")  # the kept results; `a` is reused by the pool
             check(f"{name}: growth pinned to cupy_twin.py:{line}", bool(growth_at(rep, "cupy_twin.py", line)))
         elif mode == "release":
             check(f"{name}: the pool's blocks are cached, not leaked",

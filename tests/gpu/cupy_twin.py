@@ -12,7 +12,7 @@ kept = []
 if mode in ("keep", "release"):
     for step in range(30):
         a = cp.ones((1024, 1024), dtype=cp.float32)  # site: cupy_alloc
-        b = a * 2
+        b = a * 2  # site: cupy_result
         if mode == "keep":
             kept.append(b)  # site: cupy_keep
         del a, b
