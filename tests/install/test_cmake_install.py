@@ -83,3 +83,36 @@ def test_a_find_package_consumer_builds_and_records_its_steps(prefix, tmp_path):
     # The step-2 buffer, left alive in its expect_no_leak region, is the one leak.
     leaks = [l for l in report["leaks"] if l["kind"] == "leak"]
     assert [l["bytes"] for l in leaks] == [1 << 20], report["leaks"]
+
+
+def readme_cmake_block():
+    """The README's CMake install commands, as written."""
+    text = (SOURCE / "README.md").read_text()
+    for block in text.split("```")[1::2]:
+        lines = [line.strip() for line in block.strip().splitlines()]
+        if any(line.startswith("cmake --install build-install") for line in lines):
+            return lines
+    raise AssertionError("no `cmake --install build-install` block in the README")
+
+
+def test_the_readmes_cmake_commands_install_as_written(tmp_path):
+    """The three commands of the README's Install section, run from the source folder with only the
+    build folder and the prefix moved under a temporary directory."""
+    build, prefix = tmp_path / "build-install", tmp_path / "opt-gpumemshim"
+    env = clean_env()
+    if shutil.which("ccache"):  # CMake's default launcher: the commands stay as written
+        env["CMAKE_CXX_COMPILER_LAUNCHER"] = env["CMAKE_C_COMPILER_LAUNCHER"] = "ccache"
+    commands = readme_cmake_block()
+    assert len(commands) == 3, commands
+    for command in commands:
+        command = command.replace("build-install", str(build)).replace("/opt/gpumemshim", str(prefix))
+        r = subprocess.run(command, shell=True, cwd=SOURCE, env=env, capture_output=True, text=True,
+                           timeout=1500)
+        assert r.returncode == 0, f"{command}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    assert not (build / "tests").exists()  # GPUMEMSHIM_BUILD_TESTS=OFF: the package alone
+    assert os.access(prefix / "bin" / "gpumemshim", os.X_OK)
+    assert (prefix / "include" / "gpumemshim" / "markers.h").is_file()
+    assert (prefix / "lib" / "cmake" / "gpumemshim" / "gpumemshimConfig.cmake").is_file()
+    r = run([prefix / "bin" / "gpumemshim", "doctor"], env=clean_env(GPUMEMSHIM_PYTHON="/nonexistent"))
+    shim_line = next(line for line in r.stdout.splitlines() if line.startswith("shim:"))
+    assert shim_line.split(None, 1)[1] == str((prefix / "lib" / "libgpumemshim.so").resolve())
