@@ -14,6 +14,11 @@ void AllocationWindows::switch_thread(uint64_t thread_id) {
   recent_[(thread_id * 0x9E3779B97F4A7C15ull) >> (64 - kRecentBits)] = Recent{thread_id, *index};
 }
 
+void AllocationWindows::settle_trailing() {
+  for (const Entry& e : trailing_) add(e.first >> 32, static_cast<uint32_t>(e.first), e.second);
+  trailing_.clear();
+}
+
 void AllocationWindows::reopen(Open& o, uint64_t window, uint32_t site) {
   if (o.window != kNoWindow && o.bytes != 0) {
     log_.emplace_back(key(o.window, site), o.bytes);

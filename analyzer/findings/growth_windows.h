@@ -8,7 +8,9 @@
 // allocation (w + 1) * N (or its last event). A site's sample at window w is what is live at the
 // end of window w on every thread's clock: the bytes allocated in windows up to w less those freed
 // in windows up to w. A free belongs to the window of its thread's latest allocation, and never to
-// one before its allocation's (a free on another thread whose clock is behind).
+// one before its allocation's (a free on another thread whose clock is behind). Frees after the
+// process's last allocation are its teardown (Python releasing a function's locals and the globals
+// at exit): they end the run, not its trend, and are left out of every window.
 //
 // N doubles (adjacent windows merge) whenever a thread reaches window kMaxWindows, so the number of
 // windows, kMaxWindows / 2 + 1 .. kMaxWindows (one per allocation while the busiest thread has
@@ -54,6 +56,8 @@ class AllocationWindows {
   }
   // An allocation of bytes at site on the current thread: its tag.
   Tag allocated(uint32_t site, uint64_t bytes) {
+    if (!trailing_.empty()) [[unlikely]]
+      settle_trailing();
     uint64_t& count = counts_[current_];
     if ((count >> shift_) >= kMaxWindows) [[unlikely]]
       merge();
@@ -67,7 +71,13 @@ class AllocationWindows {
     const uint64_t made = window_of(tag);
     const uint64_t count = counts_[current_];
     const uint64_t now = count == 0 ? 0 : (count - 1) >> shift_;
-    add(now > made ? now : made, site, uint64_t{0} - bytes);
+    // Held back until the next allocation: frees after the process's last allocation are its
+    // teardown (locals and globals released at exit), which ends the run, not its trend.
+    trailing_.emplace_back(key(now > made ? now : made, site), uint64_t{0} - bytes);
+    if (trailing_.size() >= trailing_compact_at_) [[unlikely]] {
+      compact(trailing_);
+      trailing_compact_at_ = std::max(trailing_compact_at_, 2 * trailing_.size());
+    }
   }
 
   // Allocations per window.
@@ -100,6 +110,7 @@ class AllocationWindows {
     const uint64_t made_shift = tag >> 8;
     return (uint64_t{tag} & 0xff) >> (shift_ - made_shift);
   }
+  void settle_trailing();  // the frees held back happened before an allocation: into their windows
   void switch_thread(uint64_t thread_id);
   void reopen(Open& o, uint64_t window, uint32_t site);  // files o's sum, opens window
   void merge();                                          // N doubles: windows 2w, 2w + 1 become w
@@ -108,6 +119,8 @@ class AllocationWindows {
   struct IdentityHash {  // FlatMap::hash mixes the bits itself
     size_t operator()(uint64_t v) const noexcept { return static_cast<size_t>(v); }
   };
+  std::vector<Entry> trailing_;  // frees since the last allocation, by (window, site)
+  size_t trailing_compact_at_ = 4096;
   FlatMap<uint64_t, uint32_t, IdentityHash> thread_index_;  // thread -> its place in counts_
   static constexpr int kRecentBits = 6;
   struct Recent {

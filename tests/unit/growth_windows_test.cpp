@@ -251,12 +251,42 @@ TEST(GrowthWindows, WindowSizeFollowsTheBusiestThreadAndFreesNeverPrecedeTheirAl
   EXPECT_EQ(w.window_allocations(), 16u);  // 1000 allocations: 63 windows of 16
   w.thread(2);                             // no allocation yet: its clock is at window 0
   for (const an::AllocationWindows::Tag t : tags) w.freed(0, 10, t);
-  const an::SiteSampler s = w.samples(1);
+  w.allocated(1, 1);  // a later allocation: those frees were not the process's teardown
+  const an::SiteSampler s = w.samples(2);
   const std::vector<uint64_t> series = s.series(0);
   ASSERT_EQ(series.size(), 63u);
   // Each allocation is freed in its own window (the freeing thread's clock is behind): at every
   // window's end nothing is live, and nothing ever reads below zero.
   for (uint64_t v : series) EXPECT_EQ(v, 0u);
+}
+
+// Frees after the process's last allocation are its teardown: the windows end before them, so
+// memory that rose all run and was released at exit still rose.
+TEST(GrowthWindows, TheTeardownAfterTheLastAllocationIsLeftOut) {
+  an::AllocationWindows w;
+  w.thread(1);
+  std::vector<an::AllocationWindows::Tag> tags;
+  for (int i = 0; i < 64; ++i) tags.push_back(w.allocated(0, 10));
+  for (const an::AllocationWindows::Tag t : tags) w.freed(0, 10, t);
+  const std::vector<uint64_t> series = w.samples(1).series(0);
+  ASSERT_EQ(series.size(), 64u);
+  EXPECT_EQ(series.front(), 10u);
+  EXPECT_EQ(series.back(), 640u);
+}
+
+TEST(GrowthWindows, GrowthReleasedAtExitIsStillGrowth) {
+  TempDir dir;
+  // One thread keeps a buffer every 50 pairs, then releases them all after its last allocation
+  // (a function's list freed when it returns, at the end of the script).
+  Program p = threads_program(1, 3000, 50);
+  const uint64_t base = 0x100000000ull;
+  for (uint64_t k = 0; k < 60; ++k) p[0].push_back({false, base + 0x10000000 + 0x1000 * k, 0, 0});
+  const an::Report r = an::analyze(
+      {write_trace(dir, "t.trace", schedule(p, Interleave::kRoundRobin), even_spacing)});
+  ASSERT_EQ(r.processes.at(0).growth.size(), 1u);
+  EXPECT_EQ(r.processes[0].growth[0].unit, "window of 64 allocations per thread");
+  EXPECT_NEAR(r.processes[0].growth[0].bytes_per_step, 4096.0 * 64 / 51, 4096.0 / 2);
+  EXPECT_EQ(r.summary.leaked_bytes, 4096u);  // the last buffer alone: the kept ones were freed
 }
 
 // A thread's clock goes on where it stopped when its events come again, the first thread's too.
