@@ -18,9 +18,6 @@ namespace {
 // more than the weights, their gradients and the optimizer's state together: only then do
 // checkpointing, AMP or a smaller batch address what filled the memory.
 constexpr double kDominates = 0.5;
-// A peak this close to the process's capacity (its cap, else the device) is memory pressure even
-// without an OOM: what fills it decides the advice, as at an OOM.
-constexpr double kNearCapacity = 0.9;
 // The activation sites named: the largest few, where checkpointing pays most.
 constexpr size_t kSitesNamed = 3;
 

@@ -24,8 +24,6 @@ namespace {
 // kept per step with its graph (total_loss += loss).
 constexpr double kSmallStepBytes = 64 * 1024;
 constexpr double kEveryStepConfidence = 0.9;
-// The peak is "near the device total" above this share of it.
-constexpr double kNearTotal = 0.9;
 // Memory made inside the step in progress that dominates the peak: activations and temporaries.
 constexpr double kInStepDominates = 0.5;
 // Cached memory at the end worth giving back: at least half of what is reserved, and 64 MiB.
@@ -97,10 +95,6 @@ bool accumulates_loss(std::string text) {
   std::string lhs = text.substr(0, eq);
   lhs.erase(lhs.find_last_not_of(' ') + 1);
   return text.find(lhs + " +", eq) != std::string::npos || text.find(lhs + "+", eq) != std::string::npos;
-}
-
-double pct(uint64_t part, uint64_t whole) {
-  return whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
 }
 
 // Growth: what the growing line does, when its source is at hand.
@@ -258,7 +252,7 @@ void advise_near_capacity(const ProcessReport& p, const std::string& pid, std::v
   for (const DeviceFragmentation& d : p.fragmentation)
     for (const OomFinding& o : d.ooms) hard_oom |= !o.suppressed && !o.enough_total_free;
   const uint64_t peak = p.summary.peak_bytes;
-  const bool near = total && static_cast<double>(peak) >= kNearTotal * static_cast<double>(total);
+  const bool near = total && static_cast<double>(peak) >= kNearCapacity * static_cast<double>(total);
   if (!near && !hard_oom) return;
   const std::string finding = "peak:" + pid;
   std::string evidence =
@@ -294,6 +288,10 @@ void advise_near_capacity(const ProcessReport& p, const std::string& pid, std::v
 }
 
 }  // namespace
+
+double pct(uint64_t part, uint64_t whole) {
+  return whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+}
 
 uint64_t device_total(const ProcessReport& p) {
   uint64_t total = 0;
@@ -348,7 +346,7 @@ void advise_shared_devices(Report& report) {
   }
   for (auto& [key, s] : by_device) {
     const size_t n = s.processes.size();
-    if (n < 2 || !s.total || static_cast<double>(s.peaks) < kNearTotal * static_cast<double>(s.total)) continue;
+    if (n < 2 || !s.total || static_cast<double>(s.peaks) < kNearCapacity * static_cast<double>(s.total)) continue;
     std::string peaks;
     for (const ProcessReport* p : s.processes)
       peaks += fmt::format("{}pid {}{} {}", peaks.empty() ? "" : ", ", p->info.pid,

@@ -20,6 +20,12 @@ struct Report;
 // else of any frame with one, else its first frame's function, else "an unknown site".
 std::string user_place(const std::vector<Frame>& stack);
 
+// A peak is near what the process may use above this share of it.
+inline constexpr double kNearCapacity = 0.9;
+
+// part as a percentage of whole (0 when whole is 0).
+double pct(uint64_t part, uint64_t whole);
+
 // The device's capacity as the process's trace knows it (Device records, else cudaMemGetInfo
 // samples); 0 when unknown.
 uint64_t device_total(const ProcessReport& p);

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -27,12 +26,6 @@ std::optional<std::string> attribute(const ProcessReport& p, std::string_view ke
   return std::nullopt;
 }
 
-const LibraryMemory* library(const ProcessReport& p, std::string_view name) {
-  for (const LibraryMemory& r : p.libraries)
-    if (r.name == name) return &r;
-  return nullptr;
-}
-
 constexpr const char* kPoolHides =
     "the arrays inside the pool: XLA hands them out of its own memory without asking CUDA, so "
     "leaks, growth and peaks of arrays and their Python lines are not in the trace";
@@ -40,7 +33,7 @@ constexpr const char* kPoolHides =
 std::optional<FrameworkMode> jax_mode(const ProcessReport& p, uint64_t device_total) {
   const std::optional<std::string> allocator = attribute(p, "jax.allocator");
   const std::optional<std::string> preallocate = attribute(p, "jax.preallocate");
-  const LibraryMemory* xla = library(p, "XLA (jaxlib)");
+  const LibraryMemory* xla = find_library(p, "XLA (jaxlib)");
   if (!allocator && !xla) return std::nullopt;
   FrameworkMode m{"JAX", "", allocator ? "environment" : "allocations", "", ""};
   if (allocator && *allocator == "platform") {
@@ -90,7 +83,7 @@ std::optional<FrameworkMode> jax_mode(const ProcessReport& p, uint64_t device_to
 std::vector<FrameworkMode> find_framework_modes(const ProcessReport& p, uint64_t device_total) {
   std::vector<FrameworkMode> out;
   if (auto jax = jax_mode(p, device_total)) out.push_back(std::move(*jax));
-  if (library(p, kCupyPool))
+  if (find_library(p, kCupyPool))
     out.push_back(
         {"CuPy", "memory pool (CuPy's default)", "allocations",
          "each segment the pool asks CUDA for, at the Python line that needed it: arrays "

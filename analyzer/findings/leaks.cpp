@@ -7,7 +7,6 @@
 #include <optional>
 #include <tuple>
 
-#include "findings/libraries.h"
 #include "findings/library_owned.h"
 #include "report/analysis.h"
 #include "report/stack_view.h"
@@ -134,7 +133,7 @@ std::map<RawKey, Survivors> raw_survivors(const Replay& replay) {
 // which of its blocks arrays still used; growth, measured on the segments, still finds arrays kept
 // step after step.)
 bool is_cupy_pool(StackView& stacks, uint64_t stack_id) {
-  return identify_library(stacks.asking_module(stack_id), {}).name == kCupyPool;
+  return is_cupy_module(stacks.asking_module(stack_id));
 }
 
 struct Merged {

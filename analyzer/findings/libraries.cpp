@@ -46,24 +46,15 @@ constexpr std::array kKnown = {
     Known{"libpython", "Python (ctypes/cffi)", "python"},
 };
 
-bool contains(std::string_view s, std::string_view part) {
-  return s.find(part) != s.npos;
-}
-
 }  // namespace
 
 LibraryIdentity identify_library(std::string_view module, std::string_view executable) {
   if (module.empty()) return {"unknown (no native stack recorded)", "unknown", ""};
   const std::string_view file = base_name(module);
   const std::string file_s(file);
-  // Python extension modules of the frameworks live in their packages' folders.
-  if (contains(module, "/cupy/") || contains(module, "/cupy_backends/") || file.starts_with("cupy"))
-    return {std::string(kCupyPool), "framework", file_s};
-  if (contains(module, "/jaxlib/") || contains(module, "/jax_plugins/") ||
-      contains(module, "/jax_cuda") || file.starts_with("xla_") || file.starts_with("libjax") ||
-      file.starts_with("_jax."))
-    return {"XLA (jaxlib)", "framework", file_s};
-  if (contains(module, "/torch/") && file.starts_with("_C."))
+  if (is_cupy_module(module)) return {std::string(kCupyPool), "framework", file_s};
+  if (is_xla_module(module)) return {"XLA (jaxlib)", "framework", file_s};
+  if (module.find("/torch/") != std::string_view::npos && file.starts_with("_C."))
     return {"PyTorch (caching allocator)", "framework", file_s};
   for (const Known& k : kKnown)
     if (file.starts_with(k.prefix)) return {std::string(k.name), std::string(k.role), file_s};
@@ -122,6 +113,12 @@ std::vector<LibraryMemory> find_libraries(const LoadedTrace& trace, StackView& s
     return a.peak_bytes.value_or(0) > b.peak_bytes.value_or(0);
   });
   return rows;
+}
+
+const LibraryMemory* find_library(const ProcessReport& p, std::string_view name) {
+  for (const LibraryMemory& r : p.libraries)
+    if (r.name == name) return &r;
+  return nullptr;
 }
 
 }  // namespace gpumemshim::analyzer

@@ -27,4 +27,7 @@ LibraryIdentity identify_library(std::string_view module, std::string_view execu
 // for libraries of one raw site (else nullopt: a second read of the trace is not worth a table).
 std::vector<LibraryMemory> find_libraries(const LoadedTrace& trace, StackView& stacks);
 
+// The process's row of that name (ProcessReport::libraries), or null.
+const LibraryMemory* find_library(const ProcessReport& p, std::string_view name);
+
 }  // namespace gpumemshim::analyzer

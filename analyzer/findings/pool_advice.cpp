@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "findings/advice.h"
 #include "findings/libraries.h"
 #include "gpumemshim/analyzer/report.h"
 #include "gpumemshim/analyzer/units.h"
@@ -15,22 +16,14 @@ namespace {
 // A pool worth advising on holds at least this much at the peak, and at least this share of it.
 constexpr uint64_t kLargePool = 64ull << 20;
 constexpr double kPoolShare = 0.25;
-// The peak is near what the process may use above this share of it (advice.cpp's kNearTotal).
-constexpr double kNearCapacity = 0.9;
-
 // cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2.
 constexpr uint32_t kOutOfMemory = 2;
-
-double pct(uint64_t part, uint64_t whole) {
-  return whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
-}
 
 }  // namespace
 
 void advise_cupy_pool(const ProcessReport& p, uint64_t capacity, std::vector<Advice>& out) {
-  auto pool = std::find_if(p.libraries.begin(), p.libraries.end(),
-                           [](const LibraryMemory& r) { return r.name == kCupyPool; });
-  if (pool == p.libraries.end()) return;
+  const LibraryMemory* pool = find_library(p, kCupyPool);
+  if (!pool) return;
   const uint64_t peak = p.summary.peak_bytes;
   const uint64_t held = pool->at_peak_bytes;
   if (held < kLargePool || static_cast<double>(held) < kPoolShare * static_cast<double>(peak))

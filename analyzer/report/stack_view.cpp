@@ -59,21 +59,25 @@ bool is_python_eval(const Frame& f) {
   return f.function == "_PyEval_EvalFrameDefault";
 }
 
-// JAX's and CuPy's native code between the Python line and CUDA: XLA (jaxlib, its CUDA plugin)
-// and CuPy's Cython modules, told by the package folders they are installed in.
-static bool is_jax_or_cupy_module(std::string_view path) {
-  for (std::string_view folder :
-       {"/jaxlib/", "/jax_plugins/", "/jax_cuda", "/cupy/", "/cupy_backends/", "/cupyx/"})
+bool is_xla_module(std::string_view path) {
+  for (std::string_view folder : {"/jaxlib/", "/jax_plugins/", "/jax_cuda"})
     if (path.find(folder) != std::string_view::npos) return true;
-  return base_name(path).starts_with("xla_");
+  const std::string_view file = base_name(path);
+  return file.starts_with("xla_") || file.starts_with("libjax") || file.starts_with("_jax.");
+}
+
+bool is_cupy_module(std::string_view path) {
+  for (std::string_view folder : {"/cupy/", "/cupy_backends/", "/cupyx/"})
+    if (path.find(folder) != std::string_view::npos) return true;
+  return base_name(path).starts_with("cupy");
 }
 
 bool is_framework_frame(const Frame& f) {
   if (f.python) return false;
   std::string_view module = base_name(f.module);
   return module.starts_with("libc10") || module.starts_with("libtorch") ||
-         module.starts_with("libcaffe2") || module.starts_with("_C.") ||
-         is_jax_or_cupy_module(f.module) || is_python_internal(f) || is_cuda_internal(f);
+         module.starts_with("libcaffe2") || module.starts_with("_C.") || is_xla_module(f.module) ||
+         is_cupy_module(f.module) || is_python_internal(f) || is_cuda_internal(f);
 }
 
 bool is_framework_python_frame(const Frame& f) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -72,9 +73,14 @@ bool is_shim_module(const std::string& path);
 // cudaMalloc<T> templates of cuda_runtime.h): dropped above the caller's first frame.
 bool is_cuda_internal(const Frame& frame);
 
+// JAX's and CuPy's native code between the Python line and CUDA, told by the package folders
+// they are installed in: XLA (jaxlib, its CUDA plugin), and CuPy's Cython modules.
+bool is_xla_module(std::string_view path);
+bool is_cupy_module(std::string_view path);
+
 // True for native frames of the Python/PyTorch machinery between a Python line and a CUDA call
-// (libc10*, libtorch*, torch's _C, the interpreter, ctypes/libffi) and CUDA's own frames: dropped
-// above the first Python frame.
+// (libc10*, libtorch*, torch's _C, XLA, CuPy, the interpreter, ctypes/libffi) and CUDA's own
+// frames: dropped above the first Python frame.
 bool is_framework_frame(const Frame& frame);
 
 // True for Python frames of the framework itself (torch's package, gpumemshim's wrappers, frozen
