@@ -57,6 +57,12 @@ std::string stats_text(const std::vector<std::string>& paths) {
       out += fmt::format("  write error      {} (errno {})\n", integrity.write_error_text, integrity.write_error);
     out += fmt::format("  order window     {} events (the most held at once to replay in time order)\n",
                        s.max_order_window);
+    out += fmt::format("  read             {}\n",
+                       s.buffered_read ? fmt::format("fully buffered ({})", s.buffered_because)
+                                       : std::string("streamed"));
+    if (s.late_events)
+      out += fmt::format("  late events      {} (up to {:.1f} ms late: replayed where they were read)\n",
+                         s.late_events, static_cast<double>(s.max_lateness_ns) / 1e6);
     out += fmt::format("  stacks           {} unique\n", t.stacks.size());
     out += fmt::format("  modules          {}\n", t.modules.size());
     out += "  records by type:\n";

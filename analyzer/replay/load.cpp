@@ -140,7 +140,9 @@ TraceStats stats_of(const fmtr::TraceCounts& c) {
                     .unknown_records = c.unknown_records, .allocs_by_api = c.allocs_by_api,
                     .frees_by_api = c.frees_by_api, .failed_by_api = c.failed_by_api,
                     .bytes_by_api = c.bytes_by_api, .unknown_api = c.unknown_api,
-                    .max_order_window = c.max_order_window};
+                    .max_order_window = c.max_order_window, .buffered_read = c.buffered_read,
+                    .buffered_because = c.buffered_because, .late_events = c.late_events,
+                    .max_lateness_ns = c.max_lateness_ns};
 }
 
 // Feeds one read of a trace into a LoadedTrace: the metadata into its tables, the timed events

@@ -11,10 +11,18 @@
 // streams did; from the first mark on the streams are no longer followed. Without marks a
 // one-thread trace waits for the idle window: a whole second of events queued.
 //
-// The emitted order is exactly (time, file order), what a stable sort by time gives, whenever
-// push() keeps returning true. push() returns false when an event is older than one already
-// emitted (a badly out-of-order file): the caller must then redo the read with full buffering
-// (for_each_in_time_order), so a result is never wrong, only slower.
+// Writers of 3.2 on make the marks exact (every record after a mark was made at or after it, but
+// for a thread that spent longer than a few flushes making its record): with exact_marks(), a mark
+// lets everything up to its own time out, which halves the window.
+//
+// The emitted order is exactly (time, file order), what a stable sort by time gives, but for
+// stragglers: events older than one already emitted. Before the first mark push() refuses one
+// (returns false: a badly out-of-order file without marks; the caller must then redo the read
+// with full buffering, for_each_in_time_order, so a result is never wrong, only slower). Once
+// marks were read, a straggler is a record its thread took longer than the marks allow to make
+// (preempted for long on a loaded machine): it is visited at once, late, and counted, where a
+// whole-trace fallback would cost memory in proportion to the trace. visit.late(event, time),
+// when the visitor has it, gets the time of the last event emitted, where the straggler now is.
 #pragma once
 #include <algorithm>
 #include <bit>
@@ -34,9 +42,13 @@ class StreamingTimeOrder {
   static constexpr size_t kTargetBytes = 64;  // pointer events: the bytes the visit reads at most
 
   // Queues `e` (of `stream`, at `time`); may call visit(const Event&) for events now safe.
+  // Marks of a 3.2 writer on: exact (see above).
+  void exact_marks() { exact_marks_ = true; }
+
   template <typename Visit>
   [[gnu::always_inline]] bool push(uint64_t stream, uint64_t time, const Event& e, Visit&& visit) {
-    if (time < emitted_time_) return false;  // an earlier event was delivered already
+    if (time < emitted_time_) [[unlikely]]  // an earlier event was delivered already
+      return straggler(time, e, visit);
     // A new batch of this stream begins. Once a flush mark was read the marks bound everything:
     // the streams are no longer followed (the shim's ordered flushes switch threads at nearly
     // every event).
@@ -61,7 +73,7 @@ class StreamingTimeOrder {
   template <typename Visit>
   void flush_mark(uint64_t time, Visit&& visit) {
     marked_ = true;
-    mark_bound_ = std::max(mark_bound_, last_mark_);
+    mark_bound_ = std::max(mark_bound_, exact_marks_ ? time : last_mark_);
     last_mark_ = std::max(last_mark_, time);
     round(visit);
   }
@@ -80,8 +92,23 @@ class StreamingTimeOrder {
 
   size_t buffered() const { return queue_.size() - head_; }
   size_t max_buffered() const { return max_buffered_; }
+  // Stragglers visited late, and by how much at most (their time to the emitted one's).
+  uint64_t late_events() const { return late_events_; }
+  uint64_t max_lateness() const { return max_lateness_; }
 
  private:
+  template <typename Visit>
+  [[gnu::noinline]] bool straggler(uint64_t time, const Event& e, Visit& visit) {
+    if (!marked_) return false;
+    ++late_events_;
+    max_lateness_ = std::max(max_lateness_, emitted_time_ - time);
+    if constexpr (requires { visit.late(e, emitted_time_); })
+      visit.late(e, emitted_time_);
+    else
+      visit(static_cast<const Event&>(e));
+    return true;
+  }
+
   struct Item {
     uint64_t time;
     Event event;
@@ -311,6 +338,8 @@ class StreamingTimeOrder {
   bool in_batch_ = false;
   uint64_t newest_ = 0;
   bool marked_ = false;      // a flush mark was read: the marks bound the order, not the streams
+  bool exact_marks_ = false;
+  uint64_t late_events_ = 0, max_lateness_ = 0;
   uint64_t last_mark_ = 0;   // the latest flush mark's time
   uint64_t mark_bound_ = 0;  // the one before it: nothing still to come is older
   uint64_t emitted_time_ = 0;

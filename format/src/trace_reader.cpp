@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <span>
@@ -120,7 +121,11 @@ class ReadPass {
       reader_.start_stream(bytes_.first(0), version);
     else
       reader_.read_header();  // checked when the file was opened
+    if (has_exact_marks(version)) order_.exact_marks();
   }
+
+  // Why run() gave up on streaming (when it returned false).
+  const char* gave_up_because() const { return gave_up_because_; }
 
   bool run() {
     for (;;) {
@@ -165,13 +170,24 @@ class ReadPass {
     [[gnu::always_inline]] void operator()(RecordPtr rec) const {
       pass->decode_(rec, pass->deliver_);
     }
+    // A straggler: replayed at `time`, the latest already replayed, so that the sink's clock
+    // never goes back.
+    void late(RecordPtr rec, uint64_t time) const {
+      pass->decode_(rec, [this, time](const auto& r) {
+        auto moved = r;
+        moved.time_ns = time;
+        pass->deliver_(moved);
+      });
+    }
   };
 
   [[gnu::always_inline]] void queue(uint64_t stream, uint64_t time, RecordPtr rec) {
-    if (!streaming_)
+    if (!streaming_) {
       held_.push(stream, time, rec);
-    else
-      in_order_ = order_.push(stream, time, rec, Emit{this});
+    } else if (!order_.push(stream, time, rec, Emit{this})) [[unlikely]] {
+      in_order_ = false;
+      gave_up_because_ = "an event older than one already replayed, before any flush mark";
+    }
   }
 
   [[gnu::always_inline]] bool queue_hot(RecordPtr rec) {
@@ -250,7 +266,9 @@ class ReadPass {
     if (raw.type == RecordType::kPyStack) {
       PyStackRecord r;
       if (!decode(raw, r, py_frames_)) malformed(path_, raw);
-      return sink_.py_stack(r) || !streaming_;
+      if (sink_.py_stack(r) || !streaming_) return true;
+      gave_up_because_ = "a Python stack defined after an event that used it";
+      return false;
     }
     metadata(raw);
     return true;
@@ -334,6 +352,8 @@ class ReadPass {
     if (streaming_) {
       order_.finish(Emit{this});
       counts_.max_order_window = order_.max_buffered();  // finish's round counts too
+      counts_.late_events = order_.late_events();
+      counts_.max_lateness_ns = order_.max_lateness();
     } else {
       counts_.max_order_window = held_.size();
       held_.deliver(Emit{this});
@@ -354,6 +374,7 @@ class ReadPass {
   StreamingTimeOrder<RecordPtr> order_;
   EventQueue<RecordPtr> held_;
   bool in_order_ = true;
+  const char* gave_up_because_ = "";
   std::vector<uint64_t> frames_;
   std::vector<PyFrameRef> py_frames_;
   uint64_t released_ = 0, release_checked_ = 0, touched_ = 0, told_ = 0;
@@ -562,22 +583,38 @@ void TraceReader::read(TraceSink& sink) {
   Impl& m = *impl_;
   if (has_blocks(m.version) && !m.blocks) m.blocks = scan_blocks(m.file.bytes());
   BlockResults found;
+  const char* gave_up = "";
   auto pass = [&](bool streaming) {
     m.counts = TraceCounts{};
     m.counts.file_bytes = m.file.bytes().size();
     m.counts.version = m.version;
-    if (!m.blocks)
-      return ReadPass(m.path, m.file.bytes(), m.version, m.counts, sink, streaming).run();
-    BlockStream stream(*m.blocks, m.file.bytes(), m.version);
-    if (!ReadPass(m.path, m.file.bytes(), m.version, m.counts, sink, streaming, &stream, &m.text)
-             .run())
+    if (!m.blocks) {
+      ReadPass read(m.path, m.file.bytes(), m.version, m.counts, sink, streaming);
+      if (read.run()) return true;
+      gave_up = read.gave_up_because();
       return false;
+    }
+    BlockStream stream(*m.blocks, m.file.bytes(), m.version);
+    ReadPass read(m.path, m.file.bytes(), m.version, m.counts, sink, streaming, &stream, &m.text);
+    if (!read.run()) {
+      gave_up = read.gave_up_because();
+      return false;
+    }
     found = stream.finish();
     return true;
   };
-  if (!pass(true)) {
+  // GPUMEMSHIM_READ_BUFFERED=1 holds every event, as the fallback does: the reference that the
+  // streamed read's findings are compared with.
+  const char* forced = std::getenv("GPUMEMSHIM_READ_BUFFERED");
+  if (forced && std::strcmp(forced, "1") == 0) {
+    pass(false);
+    m.counts.buffered_read = true;
+    m.counts.buffered_because = "GPUMEMSHIM_READ_BUFFERED=1";
+  } else if (!pass(true)) {
     sink.restart();
     pass(false);
+    m.counts.buffered_read = true;
+    m.counts.buffered_because = gave_up;
   }
   if (!m.blocks) {
     m.integrity = unchecked_integrity(m.counts);

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <new>
@@ -157,11 +158,19 @@ bool flush_in_time_order(uint64_t cut, const fmtrec::FlushRecord* flush, bool bo
   return others;
 }
 
-// The flusher's previous mark: the bound for a thread caught reading the clock (in_flight.h).
+// The previous mark (under g_ordered_lock): the bound for a thread caught reading the clock
+// (in_flight.h).
 uint64_t g_previous_mark = 0;
 
+// How far a mark may stay behind its cut for a thread caught making a record. A thread preempted
+// in between (a loaded machine) would otherwise hold every later mark at its record's time, and a
+// reader's window with them, for as long as it waits for a core; past this its record is a
+// straggler, which readers replay late and count (docs/trace-format.md "Ordering").
+constexpr uint64_t kMaxMarkLagNs = kFlushIntervalNs;
+
 // The time of the mark that ends a flush cut at `cut`, read before the flush takes any ring: no
-// record a thread has still to buffer is older.
+// record a thread has still to buffer is older, unless it has been making it for longer than
+// kMaxMarkLagNs. The caller holds g_ordered_lock.
 uint64_t mark_time(uint64_t cut) {
   InFlightClock::fence_after_cut();
   uint64_t mark = cut;
@@ -169,8 +178,26 @@ uint64_t mark_time(uint64_t cut) {
     if (ThreadState* s = slot.load(std::memory_order_acquire))
       mark = s->in_flight.bound(mark, g_previous_mark);
   }
+  mark = std::max(mark, cut > kMaxMarkLagNs ? cut - kMaxMarkLagNs : 0);
   g_previous_mark = mark;
   return mark;
+}
+
+// The trace time after which the next recording thread flushes in the flusher's place: half a
+// flush interval later than the flusher's own next flush. A flusher starved of a core (more busy
+// threads than cores) would otherwise let the rings fill, and their owners would write them out of
+// time order; and a reader holds about one flush of events, so flushes must stay short.
+constexpr uint64_t kOverdueNs = kFlushIntervalNs + kFlushIntervalNs / 2;
+std::atomic<uint64_t> g_flush_due{UINT64_MAX};
+
+// One ordered flush with its mark, cut now. The caller holds g_ordered_lock and checked that the
+// End block is not being written. Returns what flush_in_time_order does.
+bool ordered_flush() {
+  const uint64_t cut = monotonic_ns() - g_start_mono_ns;
+  const fmtrec::FlushRecord flush{mark_time(cut)};
+  const bool others = flush_in_time_order(cut, &flush, false);
+  g_flush_due.store(cut + kOverdueNs, std::memory_order_relaxed);
+  return others;
 }
 
 // At exit and before exec: everything still buffered, in time order, then whatever did not fit.
@@ -229,11 +256,9 @@ void* flusher_main(void*) {
     // clock before and buffered it after its ring was taken; the mark is early enough for those
     // (in_flight.h). So the analyzer can order everything up to a mark without waiting for more
     // (a one-thread trace would otherwise be held for the analyzer's whole idle window).
-    const uint64_t cut = monotonic_ns() - g_start_mono_ns;
-    const fmtrec::FlushRecord flush{mark_time(cut)};
     g_ordered_lock.lock();
     if (!g_ending.load(std::memory_order_acquire)) {
-      active = flush_in_time_order(cut, &flush, false);
+      active = ordered_flush();
       g_file.write_new_modules();
     }
     g_ordered_lock.unlock();
@@ -272,6 +297,7 @@ void fork_prepare() {
 
 void fork_child() {
   g_ordered_lock.reset();  // held by the parent's flusher at fork time, it would never be released
+  g_previous_mark = 0;     // the parent's clock origin: the child's marks start over
   // Only the forking thread exists in the child; the other states become free for reuse.
   for (auto& slot : g_slots) {
     ThreadState* s = slot.load();
@@ -331,6 +357,7 @@ bool ensure_recording() {
           g_status.store(kOff);
           return false;
         }
+        g_flush_due.store(kOverdueNs, std::memory_order_relaxed);
         start_flusher();
         g_status.store(kRecording, std::memory_order_release);
         return true;
@@ -386,17 +413,48 @@ inline ThreadState* recording_thread() {
   return s;
 }
 
+// The flusher's ordered flush, made by a recording thread because the flusher is late (its time is
+// due, or the thread's ring is full). Never waits for the flusher's lock: whoever holds it is
+// flushing. Compressed as the flusher's are: a flusher this late means every core is taken, so the
+// work costs the program the same in either thread, and a raw block costs eight times the bytes.
+// False when this thread did not flush.
+[[gnu::noinline]] bool flush_for_the_flusher() {
+  if (!g_flusher_running.load(std::memory_order_acquire) ||
+      g_finalized.load(std::memory_order_relaxed) || !g_ordered_lock.try_lock())
+    return false;
+  const bool flushed = !g_ending.load(std::memory_order_acquire);
+  if (flushed) ordered_flush();
+  g_ordered_lock.unlock();
+  return flushed;
+}
+
+// Room for n bytes in s's full ring. It goes out with every other ring in time order, by this
+// thread or by whoever is flushing (who takes this ring too); written on its own, out of time order
+// with the other threads', only when that does not come within a while.
+[[gnu::noinline]] void make_room(ThreadState* s, size_t n) {
+  constexpr int kTries = 1000;  // yields: a few ms, much longer than any flush's take
+  if (s->registered && g_flusher_running.load(std::memory_order_acquire) &&
+      !g_finalized.load(std::memory_order_relaxed))
+    for (int i = 0; i < kTries && !s->ring.has_room(n); ++i)
+      if (!flush_for_the_flusher()) sched_yield();
+  if (!s->ring.has_room(n)) s->ring.drain(g_file.blocks());
+}
+
 // Buffers the record encoded in s->scratch (n bytes; 0: it did not fit and is dropped rather than
 // truncated), then ends the thread's in-flight time.
 inline void commit(ThreadState* s, size_t n) {
   if (n != 0) [[likely]] {
-    if (!s->ring.has_room(n)) s->ring.drain(g_file.blocks());
+    if (!s->ring.has_room(n)) [[unlikely]] make_room(s, n);
     const size_t pending = s->ring.append(s->scratch, n);
     if (pending >= kWakeAtBytes && pending - n < kWakeAtBytes) [[unlikely]] wake_flusher();
     if (!s->registered || g_finalized.load(std::memory_order_relaxed)) [[unlikely]]
       s->ring.drain(g_file.blocks());
   }
   s->in_flight.end();
+  if (s->flush_overdue) [[unlikely]] {
+    s->flush_overdue = false;
+    flush_for_the_flusher();
+  }
 }
 
 template <typename Record>
@@ -486,8 +544,13 @@ inline uint64_t walked_stack(ThreadState* s, const char* grad_fn) {
 
 inline uint64_t now() { return monotonic_ns() - g_start_mono_ns; }
 
-// A timed record's time, published as in flight until commit() buffers the record (in_flight.h).
-inline uint64_t record_time(ThreadState* s) { return s->in_flight.begin(now); }
+// A timed record's time, published as in flight until commit() buffers the record (in_flight.h);
+// past the flush's due time, commit() flushes in the flusher's place.
+inline uint64_t record_time(ThreadState* s) {
+  const uint64_t time = s->in_flight.begin(now);
+  if (time > g_flush_due.load(std::memory_order_relaxed)) [[unlikely]] s->flush_overdue = true;
+  return time;
+}
 
 }  // namespace
 

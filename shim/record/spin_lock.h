@@ -22,6 +22,8 @@ class SpinLock {
     return false;
   }
   bool lock(bool bounded) { return bounded ? lock_bounded() : (lock(), true); }
+  // Never waits: a recording thread that finds the flusher's lock taken has nothing to do.
+  bool try_lock() { return !busy_.test_and_set(std::memory_order_acquire); }
   void unlock() { busy_.clear(std::memory_order_release); }
   // In a forked child: a holder in another thread of the parent never releases it.
   void reset() { busy_.clear(); }

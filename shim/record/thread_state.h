@@ -17,6 +17,7 @@ struct ThreadState {
   std::atomic<bool> dead{false};  // owner exited; a new thread may claim this state
   InFlightClock in_flight;        // the time of the record being made, for the flusher's mark
   bool registered = false;        // false: no slot was free, drain after every record
+  bool flush_overdue = false;     // its last record's time was past the flush's due time
   uint64_t thread_id = 0;
   StackInterner stacks;
   StackInterner py_codes;  // Python code ids whose PyCode record this thread wrote

@@ -8,22 +8,23 @@ def test_every_record_after_a_mark_is_at_or_after_the_mark(run):
     """A mark's time is the earliest of the flusher's cut and the time of any record a thread is
     still making (shim/record/in_flight.h): a thread preempted between its clock read and its
     buffer, on a loaded machine, buffers its record after later flushes, which must not make the
-    mark a lie. (The analyzer trusts only the mark before the latest one: older shims' marks were
-    the cut alone.) Eight threads on this machine's few cores are preempted there now and then."""
+    mark a lie. Eight threads on this machine's few cores are preempted there now and then. Only a
+    thread that spends more than a flush interval making one record may land behind a mark (the
+    marks do not wait longer for it): the analyzer replays such a straggler late and says so."""
     r = run.program([SCENARIOS, "threads", 8, 20000], timeout=300)
     assert r.returncode == 0, r.stderr
     [trace] = run.traces()
     marks = []  # times of the marks read so far
-    events = 0
+    events = stragglers = 0
     for kind, time in records(trace):
         if kind == FLUSH:
             assert not marks or time >= marks[-1]
             marks.append(time)
         elif time is not None:
             events += 1
-            if marks:
-                assert time >= marks[-1], (time, marks[-1])
+            stragglers += bool(marks) and time < marks[-1]
     assert events == 2 * 8 * 20000
+    assert stragglers <= events // 1000, f"{stragglers} of {events} events behind a mark"
     assert len(marks) >= 2, "the run spans several flush intervals"
     summary = run.report(trace)["summary"]
     assert summary["allocations"] == summary["frees"] == 8 * 20000
@@ -35,7 +36,9 @@ def test_each_flush_is_in_time_order_across_threads(run):
     flush_order.h): between two marks the events are in time order but for a few stragglers (made
     just before a cut, buffered just after their thread's buffer was taken), and every thread's
     events keep their own order. Written thread after thread, most events of a flush would be
-    behind one already written in it (about 80 % with 8 threads)."""
+    behind one already written in it (about 80 % with 8 threads); a full buffer written by its own
+    thread, as when the flusher is starved of a core, puts thousands behind (now the thread flushes
+    every buffer in time order in the flusher's place)."""
     r = run.program([SCENARIOS, "threads", 8, 20000], timeout=300)
     assert r.returncode == 0, r.stderr
     [trace] = run.traces()
@@ -56,6 +59,51 @@ def test_each_flush_is_in_time_order_across_threads(run):
         last_by_thread[thread] = time
     assert events == 2 * 8 * 20000
     assert len(last_by_thread) == 8
-    # 0 on an idle machine; a flusher starved of CPU lets rings fill, and their owners drain them
-    # unordered: a bound well above that and far below what thread-after-thread flushes give.
-    assert behind <= events // 20, f"{behind} of {events} events behind an earlier one of the flush"
+    assert behind <= events // 100, f"{behind} of {events} events behind an earlier one of the flush"
+
+
+def test_busy_threads_on_one_core_stream_with_a_window_of_a_few_flushes(run):
+    """64 threads of alloc/free pairs, each keeping 4 KiB at the end, and three busy loops on one core (the flusher gets a
+    sixty-seventh of it): recording threads flush in the flusher's place when it is late, and the
+    marks wait at most a flush interval for a preempted thread, so the analyzer streams the trace
+    in a window of a few flushes' events, never falling back to holding the whole trace, and its
+    findings are those of the fully buffered read (GPUMEMSHIM_READ_BUFFERED=1)."""
+    import json
+    import shutil
+    import subprocess
+
+    from conftest import CLI, cli_env
+
+    taskset = shutil.which("taskset")
+    pin = [taskset, "-c", "0"] if taskset else []
+    busy = [subprocess.Popen([*pin, "sh", "-c", "while :; do :; done"]) for _ in range(3)]
+    try:
+        r = run.program([*pin, SCENARIOS, "threads", 64, 5000, 0, 4096], timeout=600)
+    finally:
+        for p in busy:
+            p.kill()
+    assert r.returncode == 0, r.stderr
+    [trace] = run.traces()
+    stats = run.cli("stats", trace).stdout
+    assert "read             streamed" in stats, stats
+    window = int(stats.split("order window")[1].split()[0])
+    events = 2 * 64 * 5000 + 64
+    # The window holds the latest flush and what its mark left: about one flush's events (a few
+    # when the thread flushing is preempted, which on one shared core can take 300 ms), where
+    # holding the trace would be all of them.
+    assert window <= events // 4, (window, stats)
+
+    def report(**env):
+        p = subprocess.run([str(CLI), "report", "--format", "json", str(trace)], capture_output=True,
+                           text=True, env=dict(cli_env(), **env), timeout=300)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+
+    streamed, buffered = report(), report(GPUMEMSHIM_READ_BUFFERED="1")
+    assert streamed["summary"]["allocations"] == 64 * 5000 + 64
+    assert streamed["summary"]["leaked_bytes"] == 64 * 4096
+    for key in ("summary", "leaks", "growth", "peaks", "integrity", "recommendations"):
+        assert streamed.get(key) == buffered.get(key), key
+    buffered_stats = subprocess.run([str(CLI), "stats", str(trace)], capture_output=True, text=True,
+                                    env=dict(cli_env(), GPUMEMSHIM_READ_BUFFERED="1")).stdout
+    assert "fully buffered (GPUMEMSHIM_READ_BUFFERED=1)" in buffered_stats

@@ -31,7 +31,7 @@ def test_blocks_are_in_sequence_checked_compressed_and_ended(run):
     r = run.program([SCENARIOS, "threads", 16, 4000])
     assert r.returncode == 0 and r.stderr == ""
     [trace] = run.traces()
-    assert header(trace) == ((3, 1), 0, 0)
+    assert header(trace) == ((3, 2), 0, 0)
     summary = checked(trace)
     assert summary["seq_contiguous"] == 1 and summary["tail"] == 0
     assert summary["zstd"] >= 1, "the flusher's blocks are compressed"
@@ -70,7 +70,7 @@ def _assert_write_failed(run, result, bare, err):
     assert os.strerror(err) in lines[0], lines
     [trace] = run.traces()
     (version, flags, write_error) = header(trace)
-    assert version == (3, 1) and flags & WRITE_FAILED and write_error == err
+    assert version == (3, 2) and flags & WRITE_FAILED and write_error == err
     return trace
 
 
@@ -166,7 +166,7 @@ def test_existing_regular_file_gets_a_suffix(run):
     r = run.program([SCENARIOS, "leak"], GPUMEMSHIM_OUTPUT=target)
     assert r.returncode == 0 and r.stderr == ""
     assert target.read_text() == "someone else's\n"
-    assert header(run.dir / "out.trace.1")[0] == (3, 1)
+    assert header(run.dir / "out.trace.1")[0] == (3, 2)
 
 
 def _by_pid(run):

@@ -96,7 +96,7 @@ def _record_areas(path):
     """(fixed layout?, the byte strings that hold the records: the file after its header, or each
     block's payload)."""
     (major, minor), _, _ = header(path)
-    assert (major, minor) in {(1, 1), (2, 0), (3, 0), (3, 1)}, (major, minor)
+    assert (major, minor) in {(1, 1), (2, 0), (3, 0), (3, 1), (3, 2)}, (major, minor)
     if major == 3:
         return True, [b["payload"] for b in blocks(path)]
     return major >= 2, [path.read_bytes()[16:]]

@@ -569,10 +569,10 @@ TEST(FormatLayouts, FixedEncoderCapacity) {
   EXPECT_EQ(gf::encode(buf, 2 + gf::kFixedTorchEventSize, e), 2 + gf::kFixedTorchEventSize);
   EXPECT_EQ(gf::encode(buf, 0, a), 0u);
   uint8_t header[gf::kHeaderSizeV3];
-  // The version written: 3.1.
+  // The version written: 3.2.
   ASSERT_EQ(gf::encode_header(header, sizeof header), gf::kHeaderSizeV3);
   EXPECT_EQ(header[8] | header[9] << 8, 3);
-  EXPECT_EQ(header[10] | header[11] << 8, 1);
+  EXPECT_EQ(header[10] | header[11] << 8, 2);
   EXPECT_EQ(gf::encode_header(header, gf::kHeaderSizeV3 - 1), 0u);
   ASSERT_EQ(gf::encode_header(header, sizeof header, gf::kVersion2_0), gf::kHeaderSize);
   EXPECT_EQ(header[8] | header[9] << 8, 2);

@@ -200,14 +200,64 @@ TEST(StreamOrder, FlushMarksLetANewThreadBringEventsOfTheLastFlushOnly) {
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->first, stable_sorted(late.events));
   EXPECT_EQ(streamed_with_marks<const Ev*>(late), got);
-  // An event from flushes back, older than events already replayed: refused (the loader then
-  // sorts the whole file), never misordered.
+  // An event from flushes back, older than events already replayed (its thread took longer than
+  // the marks wait to make it): visited at once, where it was read, never refused once marks were
+  // read; everything else keeps its order.
   Marked stale = m;
   stale.events.insert(stale.events.begin() + 30'000, Ev{m.marks[0].second - 1, 2});
   for (auto& [at, time] : stale.marks)
     if (at > 30'000) at += 1;
-  EXPECT_FALSE(streamed_with_marks(stale).has_value());
-  EXPECT_FALSE(streamed_with_marks<const Ev*>(stale).has_value());
+  auto got_stale = streamed_with_marks(stale);
+  ASSERT_TRUE(got_stale.has_value());
+  EXPECT_EQ(streamed_with_marks<const Ev*>(stale), got_stale);
+  std::vector<size_t> expected = stable_sorted(stale.events);
+  std::erase(expected, 30'000u);
+  std::vector<size_t> others = got_stale->first;
+  auto at = std::find(others.begin(), others.end(), 30'000u);
+  ASSERT_NE(at, others.end());
+  // Visited before every event read after it, after some read before it.
+  EXPECT_GT(at - others.begin(), 0);
+  others.erase(at);
+  EXPECT_EQ(others, expected);
+}
+
+// Marks of a 3.2 writer are exact: a mark lets out everything up to its own time, so one flush
+// waits instead of two; a straggler comes to visit.late() with the time already replayed, and is
+// counted with how late it was.
+TEST(StreamOrder, ExactMarksHoldOneFlushAndCountStragglers) {
+  Marked m = one_thread_with_marks(400'000, 2000);
+  ga::StreamingTimeOrder<size_t> order;
+  order.exact_marks();
+  struct Visit {
+    std::vector<size_t>* out;
+    std::vector<std::pair<size_t, uint64_t>>* stragglers;
+    void operator()(size_t e) const { out->push_back(e); }
+    void late(size_t e, uint64_t t) const { stragglers->emplace_back(e, t); }
+  };
+  std::vector<size_t> out;
+  std::vector<std::pair<size_t, uint64_t>> late;
+  Visit visit{&out, &late};
+  size_t next_mark = 0;
+  for (size_t i = 0; i < m.events.size(); ++i) {
+    for (; next_mark < m.marks.size() && m.marks[next_mark].first == i; ++next_mark)
+      order.flush_mark(m.marks[next_mark].second, visit);
+    ASSERT_TRUE(order.push(m.events[i].thread, m.events[i].time, i, visit));
+    if (i == 100'000) {  // a record made 1 ms after the first event, read 2.5 s later
+      ASSERT_TRUE(order.push(7, 1'000'000, SIZE_MAX, visit));
+    }
+  }
+  order.finish(visit);
+  EXPECT_EQ(out.size(), m.events.size());
+  EXPECT_EQ(out, stable_sorted(m.events));
+  EXPECT_LE(order.max_buffered(), 2000u);  // one flush
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_EQ(late[0].first, SIZE_MAX);
+  // Replayed at the time of the last event visited before it was read.
+  const uint64_t replayed = late[0].second;
+  EXPECT_EQ(order.late_events(), 1u);
+  EXPECT_EQ(order.max_lateness(), replayed - 1'000'000);
+  EXPECT_GT(replayed, m.events[90'000].time);
+  EXPECT_LE(replayed, m.events[100'000].time);
 }
 
 TEST(StreamOrder, RefusesRatherThanMisordersALateBatch) {

@@ -45,17 +45,20 @@ int scenario_leak(bool leak) {
   return 0;
 }
 
-// pause_us after each pair spreads the pairs over the shim's periodic flushes (several blocks).
-int scenario_threads(int threads, int pairs, int pause_us) {
+// pause_us after each pair spreads the pairs over the shim's periodic flushes (several blocks);
+// with leak_bytes, each thread ends by allocating that much and keeping it.
+int scenario_threads(int threads, int pairs, int pause_us, int leak_bytes) {
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([pairs, t, pause_us] {
+    workers.emplace_back([pairs, t, pause_us, leak_bytes] {
       for (int i = 0; i < pairs; ++i) {
         void* p = nullptr;
         check(cudaMalloc(&p, static_cast<size_t>(256 + t * 16 + (i % 7))), "cudaMalloc");
         check(cudaFree(p), "cudaFree");
         if (pause_us > 0) usleep(static_cast<useconds_t>(pause_us));
       }
+      void* kept = nullptr;
+      if (leak_bytes > 0) check(cudaMalloc(&kept, static_cast<size_t>(leak_bytes)), "cudaMalloc");
     });
   }
   for (auto& w : workers) w.join();
@@ -176,13 +179,13 @@ int main(int argc, char** argv) {
   if (s == "threads")
     return scenario_threads(argc > 2 ? std::atoi(argv[2]) : 16,
                             argc > 3 ? std::atoi(argv[3]) : 10000,
-                            argc > 4 ? std::atoi(argv[4]) : 0);
+                            argc > 4 ? std::atoi(argv[4]) : 0, argc > 5 ? std::atoi(argv[5]) : 0);
   if (s == "oom") return scenario_oom();
   if (s == "killed") return scenario_killed();
   if (s == "fork") return scenario_fork();
   if (s == "all-apis") return scenario_all_apis();
   if (s == "fork-exit") return scenario_fork_exit(argc > 2 ? argv[2] : "_exit");
   if (s == "vfork-exit") return scenario_vfork_exit();
-  std::fprintf(stderr, "usage: cuda_scenarios leak|clean|threads N M|oom|killed|fork|all-apis|fork-exit HOW|vfork-exit\n");
+  std::fprintf(stderr, "usage: cuda_scenarios leak|clean|threads N M [PAUSE_US LEAK_BYTES]|oom|killed|fork|all-apis|fork-exit HOW|vfork-exit\n");
   return 2;
 }

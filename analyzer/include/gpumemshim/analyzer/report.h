@@ -66,6 +66,10 @@ struct TraceStats {
   std::array<uint64_t, format::kApiCount> bytes_by_api{};  // bytes allocated (successful)
   uint64_t unknown_api = 0;                                // events whose api is out of range
   uint64_t max_order_window = 0;  // the most events held at once to replay them in time order
+  bool buffered_read = false;     // the streaming read gave up and every event was held
+  std::string buffered_because;   // why
+  uint64_t late_events = 0;       // stragglers replayed where they were read, not at their time
+  uint64_t max_lateness_ns = 0;
   uint64_t events() const;  // alloc + free + failed + meminfo + marker records
 };
 

@@ -49,6 +49,10 @@ struct TraceCounts {
   std::array<uint64_t, kApiCount> bytes_by_api{};  // bytes of the allocations
   uint64_t unknown_api = 0;       // allocs, frees and failures whose api is out of range
   uint64_t max_order_window = 0;  // the most events held at once to put them in time order
+  bool buffered_read = false;     // the streaming read gave up: every event was held (see below)
+  const char* buffered_because = "";  // why, when buffered_read
+  uint64_t late_events = 0;       // stragglers replayed late, where they were read (stream_order.h)
+  uint64_t max_lateness_ns = 0;   // the most one of them was late by
   bool truncated = false;         // the file ends inside a record (format 3: a block): read up to there
   uint64_t truncated_at = 0;      // the offset of that record (block)
   uint64_t blocks = 0;            // format 3: good blocks read
