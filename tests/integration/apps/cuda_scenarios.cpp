@@ -66,6 +66,45 @@ int scenario_threads(int threads, int pairs, int pause_us, int leak_bytes) {
   return 0;
 }
 
+// The shape of a PyTorch training process, for the trace benchmarks (bench/real_traces.sh): the
+// main thread's forward pass (activations allocated, freed in reverse), an autograd thread's
+// backward pass (gradients, short-lived temporaries) working at the same time, and pinned-memory
+// loader workers, each filling a host buffer per batch and handing it back.
+int scenario_torchlike(int steps, int loaders) {
+  constexpr int kLayers = 200;
+  std::vector<std::thread> threads;
+  threads.emplace_back([steps] {  // the autograd thread
+    std::vector<void*> grads(kLayers);
+    for (int s = 0; s < steps; ++s)
+      for (int l = 0; l < kLayers; ++l) {
+        void* tmp = nullptr;
+        check(cudaMalloc(&tmp, 4096 + 512 * static_cast<size_t>(l % 9)), "cudaMalloc");
+        if (grads[l]) check(cudaFree(grads[l]), "cudaFree");
+        check(cudaMalloc(&grads[l], 65536), "cudaMalloc");
+        check(cudaFree(tmp), "cudaFree");
+      }
+    for (void* g : grads) check(cudaFree(g), "cudaFree");
+  });
+  for (int w = 0; w < loaders; ++w)
+    threads.emplace_back([steps] {
+      for (int s = 0; s < steps / 4; ++s) {
+        void* batch = nullptr;
+        check(cudaHostAlloc(&batch, 1 << 20, 0), "cudaHostAlloc");
+        check(cudaFreeHost(batch), "cudaFreeHost");
+        usleep(50);
+      }
+    });
+  std::vector<void*> acts(kLayers);
+  for (int s = 0; s < steps; ++s) {  // the main thread's forward passes
+    for (int l = 0; l < kLayers; ++l)
+      check(cudaMalloc(&acts[l], 8192 + 1024 * static_cast<size_t>(l % 13)), "cudaMalloc");
+    for (int l = kLayers; l-- > 0;) check(cudaFree(acts[l]), "cudaFree");
+  }
+  for (auto& t : threads) t.join();
+  std::printf("done\n");
+  return 0;
+}
+
 // Run with FAKECUDA_OOM_AFTER: the second big allocation fails and the program prints the code it
 // got, so the test can compare it with a run without the shim.
 int scenario_oom() {
@@ -180,12 +219,14 @@ int main(int argc, char** argv) {
     return scenario_threads(argc > 2 ? std::atoi(argv[2]) : 16,
                             argc > 3 ? std::atoi(argv[3]) : 10000,
                             argc > 4 ? std::atoi(argv[4]) : 0, argc > 5 ? std::atoi(argv[5]) : 0);
+  if (s == "torchlike")
+    return scenario_torchlike(argc > 2 ? std::atoi(argv[2]) : 1000, argc > 3 ? std::atoi(argv[3]) : 4);
   if (s == "oom") return scenario_oom();
   if (s == "killed") return scenario_killed();
   if (s == "fork") return scenario_fork();
   if (s == "all-apis") return scenario_all_apis();
   if (s == "fork-exit") return scenario_fork_exit(argc > 2 ? argv[2] : "_exit");
   if (s == "vfork-exit") return scenario_vfork_exit();
-  std::fprintf(stderr, "usage: cuda_scenarios leak|clean|threads N M [PAUSE_US LEAK_BYTES]|oom|killed|fork|all-apis|fork-exit HOW|vfork-exit\n");
+  std::fprintf(stderr, "usage: cuda_scenarios leak|clean|threads N M [PAUSE_US LEAK_BYTES]|torchlike STEPS LOADERS|oom|killed|fork|all-apis|fork-exit HOW|vfork-exit\n");
   return 2;
 }
