@@ -6,7 +6,9 @@
 # autograd thread, four pinned-memory loader workers) and 64 threads x 100 k pairs. For each trace:
 # bytes per event, the order window (the most events the reader held at once) also in flush
 # intervals' worth of events (the trace's events per 50 ms), the read path, `report --format json`
-# on one core (--jobs 1, taskset) and on every core, and the analyzer's peak RSS.
+# on one core (--jobs 1, taskset) and on every core, and the analyzer's peak RSS. A last row, for
+# comparison, is bench/gen_trace's synthetic trace of as many events as 64 x 100 k (the analyzer
+# throughput benchmark's trace).
 #
 #   bash bench/real_traces.sh BUILD_DIR [BASELINE_BUILD_DIR]
 #       With a baseline, each workload is also recorded with the baseline's shim and analyzed with
@@ -48,7 +50,7 @@ stop_spinning() {
   wait "${spinners[@]}" 2>/dev/null || true
   spinners=()
 }
-trap 'stop_spinning' INT TERM
+trap 'stop_spinning; exit 130' INT TERM
 
 record() {  # build trace load args... -> records the scenario into trace
   local b=$1 out=$2 load=$3
@@ -141,3 +143,6 @@ for w in "${workloads[@]}"; do
     done
   done
 done
+t="$dir/synthetic.trace"
+"$build/bench/gen_trace" "$t" 12800000 >/dev/null
+row synthetic generated "$build" "$t"

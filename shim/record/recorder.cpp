@@ -442,14 +442,15 @@ inline ThreadState* recording_thread() {
 
 // Buffers the record encoded in s->scratch (n bytes; 0: it did not fit and is dropped rather than
 // truncated), then ends the thread's in-flight time.
-inline void commit(ThreadState* s, size_t n) {
-  if (n != 0) [[likely]] {
-    if (!s->ring.has_room(n)) [[unlikely]] make_room(s, n);
-    const size_t pending = s->ring.append(s->scratch, n);
-    if (pending >= kWakeAtBytes && pending - n < kWakeAtBytes) [[unlikely]] wake_flusher();
-    if (!s->registered || g_finalized.load(std::memory_order_relaxed)) [[unlikely]]
-      s->ring.drain(g_file.blocks());
-  }
+// After n bytes went into s's ring (pending: what it holds now).
+inline void appended(ThreadState* s, size_t n, size_t pending) {
+  if (pending >= kWakeAtBytes && pending - n < kWakeAtBytes) [[unlikely]] wake_flusher();
+  if (!s->registered || g_finalized.load(std::memory_order_relaxed)) [[unlikely]]
+    s->ring.drain(g_file.blocks());
+}
+
+// The record is buffered (or dropped): its time is no longer in flight.
+inline void record_done(ThreadState* s) {
   s->in_flight.end();
   if (s->flush_overdue) [[unlikely]] {
     s->flush_overdue = false;
@@ -457,9 +458,31 @@ inline void commit(ThreadState* s, size_t n) {
   }
 }
 
+inline void commit(ThreadState* s, size_t n) {
+  if (n != 0) [[likely]] {
+    if (!s->ring.has_room(n)) [[unlikely]] make_room(s, n);
+    appended(s, n, s->ring.append(s->scratch, n));
+  }
+  record_done(s);
+}
+
 template <typename Record>
 inline void emit(ThreadState* s, const Record& r) {
   commit(s, fmtrec::encode(s->scratch, sizeof s->scratch, r));
+}
+
+// The hot records (alloc, free, tensor event: fixed layouts of under 128 bytes) are encoded
+// straight into the ring when it has room in one piece, saving the copy from scratch.
+template <typename Record>
+inline void emit_hot(ThreadState* s, const Record& r) {
+  constexpr size_t kRoom = 2 + fmtrec::detail::kMaxEventPayload;
+  if (uint8_t* at = s->ring.reserve(kRoom)) [[likely]] {
+    const size_t n = fmtrec::encode(at, kRoom, r);
+    appended(s, n, s->ring.publish(n));
+    record_done(s);
+    return;
+  }
+  emit(s, r);
 }
 
 // Writes the PyCode records of a new Python stack's code objects this thread has not described.
@@ -567,7 +590,7 @@ void record_alloc(Api api, MemoryKind kind, int device, uint64_t stream, uint64_
   ThreadState* s = recording_thread();
   if (!s) return;
   uint64_t stack = current_stack(s);
-  emit(s, fmtrec::AllocRecord{record_time(s), s->thread_id, device, stream, api, kind, address, size, stack});
+  emit_hot(s, fmtrec::AllocRecord{record_time(s), s->thread_id, device, stream, api, kind, address, size, stack});
   if (kind != MemoryKind::kPinnedHost && kind != MemoryKind::kMapping &&
       kind != MemoryKind::kReservation)
     note_device_memory(device);
@@ -577,7 +600,7 @@ void record_free(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t
   ThreadState* s = recording_thread();
   if (!s) return;
   uint64_t stack = current_stack(s);
-  emit(s, fmtrec::FreeRecord{record_time(s), s->thread_id, device, stream, api, kind, address, stack, 0});
+  emit_hot(s, fmtrec::FreeRecord{record_time(s), s->thread_id, device, stream, api, kind, address, stack, 0});
 }
 
 void record_free_failed(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t address,
@@ -607,7 +630,7 @@ void record_torch_event(fmtrec::TorchAction action, int device, uint64_t stream,
   uint64_t stack = !wants_stack ? 0
                    : walk       ? walked_stack(s, grad_fn)
                                 : python_or_native_stack(s, grad_fn);
-  emit(s, fmtrec::TorchEventRecord{record_time(s), s->thread_id, device, stream, action, address, size,
+  emit_hot(s, fmtrec::TorchEventRecord{record_time(s), s->thread_id, device, stream, action, address, size,
                                    stack});
 }
 

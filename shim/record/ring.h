@@ -32,8 +32,20 @@ class Ring {
     size_t first = n < kCapacity - at ? n : kCapacity - at;
     std::memcpy(data_ + at, bytes, first);
     std::memcpy(data_, bytes + first, n - first);
-    head_.store(h + n, std::memory_order_release);
-    return static_cast<size_t>(h + n - tail_.load(std::memory_order_relaxed));
+    return publish(n);
+  }
+  // Owner only: where the next n bytes go when they fit in one piece, to encode a record in place
+  // (then publish() the bytes it took); null when they do not. The bytes past head are no one
+  // else's: drains read only up to head, and has_room keeps the unconsumed ones out of reach.
+  uint8_t* reserve(size_t n) {
+    size_t at = static_cast<size_t>(head_.load(std::memory_order_relaxed) % kCapacity);
+    return kCapacity - at >= n && has_room(n) ? data_ + at : nullptr;
+  }
+  // Owner only: the n bytes written at reserve()'s pointer are the ring's. Returns what append does.
+  size_t publish(size_t n) {
+    uint64_t h = head_.load(std::memory_order_relaxed) + n;
+    head_.store(h, std::memory_order_release);
+    return static_cast<size_t>(h - tail_.load(std::memory_order_relaxed));
   }
 
   // Any thread. Writes everything appended so far as one raw block. bounded: give up (and write
