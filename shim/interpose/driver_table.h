@@ -22,8 +22,14 @@ struct DriverEntry {
 void* wrap_driver_function(const char* asked_name, void* real_fn, int version,
                            unsigned long long flags);
 
-// The driver function behind a wrapper's slot, resolving it on first use when the wrapper was
-// reached by symbol binding rather than through a resolver.
-void* real_driver_function(const char* name, std::atomic<void*>& slot);
+// Resolves a wrapper's slot on first use when the wrapper was reached by symbol binding rather
+// than through a resolver.
+void* resolve_driver_function(const char* name, std::atomic<void*>& slot);
+
+// The driver function behind a wrapper's slot (inline: every wrapped call reads it).
+inline void* real_driver_function(const char* name, std::atomic<void*>& slot) {
+  void* p = slot.load(std::memory_order_acquire);
+  return p ? p : resolve_driver_function(name, slot);
+}
 
 }  // namespace gpumemshim::shim

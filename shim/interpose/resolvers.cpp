@@ -112,10 +112,8 @@ void* wrap_driver_function(const char* asked, void* real_fn, int version,
   return entry->wrapper;
 }
 
-void* real_driver_function(const char* name, std::atomic<void*>& slot) {
-  void* p = slot.load(std::memory_order_acquire);
-  if (p) [[likely]] return p;
-  p = real_symbol(RTLD_NEXT, name);  // programs linked with -lcuda
+void* resolve_driver_function(const char* name, std::atomic<void*>& slot) {
+  void* p = real_symbol(RTLD_NEXT, name);  // programs linked with -lcuda
   if (!p) {  // libcuda opened privately (static cudart): ask it directly
     if (void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
       p = real_symbol(h, name);
