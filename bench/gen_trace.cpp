@@ -7,10 +7,12 @@
 // next flush (a straggler: made just before the cut, buffered just after its ring was taken).
 //
 //   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch]
-//             [--no-flush-marks] [--format-1] [--format-2] [--thread-batches]
+//             [--no-flush-marks] [--format-1] [--format-2] [--thread-batches] [--block-bytes B]
 //
 // The trace is format 3.0, as the shim writes it: the records in blocks of about 2 MiB raw, each
 // compressed with zstd level 1 (format/block_writer.h), the End record last with its counts.
+// --block-bytes: blocks of about B raw bytes instead (the shim writes one block per flush, which
+// on a busy program is a few hundred KiB).
 // --format-2 writes the same records unframed after a 2.0 header (the hot records' fixed layout);
 // --format-1 writes them as a 1.1 trace (varint hot records, a 1.1 header), for comparing them.
 // Each flush ends with a Flush record, as the shim's flusher writes since format 1.1;
@@ -53,17 +55,16 @@ struct Rng {  // xorshift64*: fast and reproducible
 // of whole records (format 3).
 class Out {
  public:
-  // Format 3's raw block size: within the 1-4 MiB the shim's blocks span, and far below
-  // kMaxBlockBytes even with a 4 KiB record on top.
+  // Format 3's raw block size by default: far below kMaxBlockBytes even with a 4 KiB record on top.
   static constexpr size_t kBlockBytes = 2u << 20;
 
-  Out(const char* path, gf::Version version)
+  Out(const char* path, gf::Version version, size_t block_bytes)
       : f_(std::fopen(path, "wb")), version_(version), blocked_(gf::has_blocks(version)) {
     if (!f_) {
       std::perror(path);
       std::exit(2);
     }
-    buf_.resize(blocked_ ? kBlockBytes : size_t{1} << 22);
+    buf_.resize(blocked_ ? block_bytes : size_t{1} << 22);
   }
   ~Out() {
     flush();
@@ -194,7 +195,7 @@ uint64_t arg_u64(int& i, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch] [--no-flush-marks] [--format-1] [--format-2] [--thread-batches]\n");
+    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch] [--no-flush-marks] [--format-1] [--format-2] [--thread-batches] [--block-bytes B]\n");
     return 2;
   }
   const char* path = argv[1];
@@ -207,6 +208,7 @@ int main(int argc, char** argv) {
   bool marks = true;
   bool thread_batches = false;
   gf::Version version = gf::kVersion;  // --format-1: a 1.1 trace; --format-2: a 2.0 trace
+  uint64_t block_bytes = Out::kBlockBytes;
   for (int i = 3; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--threads") threads = arg_u64(i, argc, argv);
@@ -220,15 +222,20 @@ int main(int argc, char** argv) {
     else if (a == "--thread-batches") thread_batches = true;
     else if (a == "--format-1") version = gf::kVersion1_1;
     else if (a == "--format-2") version = gf::kVersion2_0;
+    else if (a == "--block-bytes") block_bytes = arg_u64(i, argc, argv);
     else {
       std::fprintf(stderr, "gen_trace: unknown option %s\n", argv[i]);
       return 2;
     }
   }
-  if (threads == 0 || stacks == 0) return 2;
+  if (threads == 0 || stacks == 0 || block_bytes < 8192 || block_bytes > Out::kBlockBytes) {
+    std::fprintf(stderr, "gen_trace: --threads and --stacks must be positive, --block-bytes in 8192..%zu\n",
+                 Out::kBlockBytes);
+    return 2;
+  }
   if (version.major < 2) thread_batches = true;  // shims of format 1.x wrote thread batches
   Rng rng{seed * 0x9E3779B97F4A7C15ull + 1};
-  Out out(path, version);
+  Out out(path, version, block_bytes);
   out.header();
   out.put(gf::ProcessRecord{4242, 1, rank, 1'700'000'000'000'000'000ull, 1'000'000, "benchhost",
                             "python train.py --synthetic", "/usr/bin/python3"});

@@ -111,7 +111,15 @@ void take_block(BlockScan& s, uint64_t at, const BlockHeader& h, uint64_t& next_
 
 }  // namespace
 
-BlockScan scan_blocks(std::span<const uint8_t> file) {
+BlockScan scan_blocks(std::span<const uint8_t> file, bool mapped) {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  constexpr uint64_t kReleaseEvery = 32ull << 20;
+  uint64_t released = 0;
+  auto release_before = [&](uint64_t at) {
+    if (!mapped || at - released < kReleaseEvery) return;
+    released = at / page * page;
+    madvise(const_cast<uint8_t*>(file.data()), released, MADV_DONTNEED);
+  };
   BlockScan s;
   s.flags = detail::get32(file.data() + kHeaderFlagsOffset);
   s.write_error = detail::get32(file.data() + kHeaderWriteErrorOffset);
@@ -129,6 +137,7 @@ BlockScan scan_blocks(std::span<const uint8_t> file) {
       }
       take_block(s, at, h, next_seq);
       at += kBlockHeaderSize + h.stored_size;
+      release_before(at);
       continue;
     }
     const size_t next = next_header(file, at + 1);

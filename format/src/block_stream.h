@@ -43,7 +43,10 @@ struct BlockScan {
   uint64_t truncated_bytes = 0;  // from there to the end of the file
 };
 
-BlockScan scan_blocks(std::span<const uint8_t> file);
+// mapped: file is a read-only mapping of the trace, whose pages the scan drops from the process as
+// it passes them (they stay in the page cache): the headers are spread over the whole file, and
+// read-ahead and fault-around would otherwise leave all of it resident before the read begins.
+BlockScan scan_blocks(std::span<const uint8_t> file, bool mapped = false);
 
 // What the stream's checks found: final once the stream ended (BlockStream::finish).
 struct BlockResults {

@@ -581,7 +581,7 @@ TraceIntegrity checked_integrity(const BlockScan& scan, const BlockResults& foun
 
 void TraceReader::read(TraceSink& sink) {
   Impl& m = *impl_;
-  if (has_blocks(m.version) && !m.blocks) m.blocks = scan_blocks(m.file.bytes());
+  if (has_blocks(m.version) && !m.blocks) m.blocks = scan_blocks(m.file.bytes(), /*mapped=*/true);
   BlockResults found;
   const char* gave_up = "";
   auto pass = [&](bool streaming) {
