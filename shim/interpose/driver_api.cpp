@@ -3,6 +3,7 @@
 // (the static cudart, NCCL, PyTorch's expandable segments) — see resolvers.cpp.
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -18,10 +19,24 @@ using namespace gpumemshim::shim;
 namespace {
 
 std::atomic<void*> real_cuCtxGetDevice{nullptr};
+std::atomic<void*> real_cuDeviceGetCount{nullptr};
+
+// The devices this process sees, asked once, after a call that reached the driver (0: unknown,
+// -1: not asked yet). It never changes in a process; with one device every allocation is on
+// device 0, and the hook need not ask the driver for each.
+std::atomic<int> g_device_count{-1};
 
 int current_device() {
-  static std::atomic<void*>& slot = real_cuCtxGetDevice;
-  auto fn = reinterpret_cast<CUresult (*)(CUdevice*)>(real_driver_function("cuCtxGetDevice", slot));
+  int count = g_device_count.load(std::memory_order_relaxed);
+  if (count < 0) [[unlikely]] {
+    auto fn = reinterpret_cast<CUresult (*)(int*)>(
+        real_driver_function("cuDeviceGetCount", real_cuDeviceGetCount));
+    if (!fn || fn(&count) != kCuSuccess) count = 0;
+    g_device_count.store(count, std::memory_order_relaxed);
+  }
+  if (count == 1) return 0;
+  auto fn = reinterpret_cast<CUresult (*)(CUdevice*)>(
+      real_driver_function("cuCtxGetDevice", real_cuCtxGetDevice));
   CUdevice device = 0;
   if (fn && fn(&device) != kCuSuccess) device = 0;
   return device;
@@ -31,14 +46,21 @@ uint64_t stream_id(CUstream s) { return reinterpret_cast<uintptr_t>(s); }
 
 constexpr int kCurrentDevice = -1;  // ask the driver, only when the event is recorded
 
-void after_alloc(const HookScope& scope, CUresult rc, Api api, MemoryKind kind, int device,
-                 uint64_t stream, uint64_t address, uint64_t size) {
-  if (!scope.outermost() || recording_off()) return;
+[[gnu::noinline]] void record_outcome(CUresult rc, Api api, MemoryKind kind, int device,
+                                     uint64_t stream, uint64_t address, uint64_t size) {
+  if (recording_off()) return;
   if (device == kCurrentDevice) device = current_device();
   if (rc == kCuSuccess)
     record_alloc(api, kind, device, stream, address, size);
   else
     record_alloc_failed(api, kind, device, stream, size, static_cast<uint32_t>(rc));
+}
+
+// Inline: a call made inside another hook (the runtime's cudaMalloc reaching cuMemAlloc) costs
+// only this test.
+inline void after_alloc(const HookScope& scope, CUresult rc, Api api, MemoryKind kind, int device,
+                        uint64_t stream, uint64_t address, uint64_t size) {
+  if (scope.outermost()) record_outcome(rc, api, kind, device, stream, address, size);
 }
 
 // Frees are recorded before the real call (the address or handle may be reused at once).

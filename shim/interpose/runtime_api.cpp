@@ -3,6 +3,7 @@
 // exactly what it returned, and records the outcome when it is the outermost hook.
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -18,8 +19,21 @@ namespace gpumemshim::shim {
 namespace {
 
 RealFunction<cudaError_t (*)(int*)> real_cudaGetDevice("cudaGetDevice");
+RealFunction<cudaError_t (*)(int*)> real_cudaGetDeviceCount("cudaGetDeviceCount");
+
+// The devices this process sees, asked once, after a call that reached the runtime (0: unknown,
+// -1: not asked yet). It never changes in a process; with one device every allocation is on
+// device 0, and the hook need not ask the runtime for each.
+std::atomic<int> g_device_count{-1};
 
 int current_device() {
+  int count = g_device_count.load(std::memory_order_relaxed);
+  if (count < 0) [[unlikely]] {
+    auto fn = real_cudaGetDeviceCount.get();
+    if (!fn || fn(&count) != kCudaSuccess) count = 0;
+    g_device_count.store(count, std::memory_order_relaxed);
+  }
+  if (count == 1) return 0;
   int device = 0;
   if (auto fn = real_cudaGetDevice.get()) fn(&device);
   return device;
@@ -29,13 +43,18 @@ uint64_t u64(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 // Shared shape of every allocating hook: record success with the address and size, failure with
 // the size asked and the error.
-void after_alloc(const HookScope& scope, cudaError_t rc, Api api, MemoryKind kind, uint64_t stream,
-                 const void* ptr, uint64_t size) {
-  if (!scope.outermost() || recording_off()) return;
+[[gnu::noinline]] void record_outcome(cudaError_t rc, Api api, MemoryKind kind, uint64_t stream,
+                                     const void* ptr, uint64_t size) {
+  if (recording_off()) return;
   if (rc == kCudaSuccess)
     record_alloc(api, kind, current_device(), stream, u64(ptr), size);
   else
     record_alloc_failed(api, kind, current_device(), stream, size, static_cast<uint32_t>(rc));
+}
+
+inline void after_alloc(const HookScope& scope, cudaError_t rc, Api api, MemoryKind kind,
+                        uint64_t stream, const void* ptr, uint64_t size) {
+  if (scope.outermost()) record_outcome(rc, api, kind, stream, ptr, size);
 }
 
 // Frees are recorded before the real call: once freed, another thread may get the same address.

@@ -176,3 +176,11 @@ def test_the_samples_go_where_the_threads_records_go(run):
     assert late_records(trace)[0] == 0
     subprocess.run([str(BUILD / "bin" / "gpumemshim"), "report", str(trace)], check=True,
                    capture_output=True)
+
+
+@pytest.mark.parametrize("devices,device", [(1, 0), (2, 0), (2, 1)])
+def test_each_allocation_is_tagged_with_the_device_it_was_made_on(run, devices, device):
+    # With one device the shim tags without asking the runtime per allocation; with more it asks.
+    run_app(run, ["exit", device, 10], FAKECUDA_DEVICES=devices)
+    [leak] = run.report(*run.traces())["leaks"]
+    assert leak["device"] == device and leak["bytes"] == 64 * MIB
