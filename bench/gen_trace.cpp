@@ -6,8 +6,9 @@
 // (shim/record/flush_order.h), and now and then a thread's last record before a cut lands in the
 // next flush (a straggler: made just before the cut, buffered just after its ring was taken).
 //
-//   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch]
-//             [--no-flush-marks] [--format-1] [--format-2] [--thread-batches] [--block-bytes B]
+//   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks]
+//             [--torch] [--no-flush-marks] [--format-1] [--format-2] [--thread-batches]
+//             [--block-bytes B]
 //
 // The trace is format 3.0, as the shim writes it: the records in blocks of about 2 MiB raw, each
 // compressed with zstd level 1 (format/block_writer.h), the End record last with its counts.
@@ -17,8 +18,8 @@
 // --format-1 writes them as a 1.1 trace (varint hot records, a 1.1 header), for comparing them.
 // Each flush ends with a Flush record, as the shim's flusher writes since format 1.1;
 // --no-flush-marks leaves them out (a format 1.0 trace has none).
-// --torch: the allocations and frees are PyTorch caching-allocator tensor events (TorchEvent alloc /
-// free_completed, as the bridge writes them) instead of cudaMalloc/cudaFree.
+// --torch: the allocations and frees are PyTorch caching-allocator tensor events (TorchEvent alloc
+// / free_completed, as the bridge writes them) instead of cudaMalloc/cudaFree.
 // --thread-batches: the file order without the ordered flush: each flush is the threads' batches
 // one after the other, so time is out of order across threads within a flush (same events).
 // --twin-stacks: the second half of the stacks repeat the first half's frames under other ids (as
@@ -195,7 +196,10 @@ uint64_t arg_u64(int& i, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks] [--torch] [--no-flush-marks] [--format-1] [--format-2] [--thread-batches] [--block-bytes B]\n");
+    std::fprintf(stderr,
+                 "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] "
+                 "[--no-steps] [--twin-stacks] [--torch] [--no-flush-marks] [--format-1] "
+                 "[--format-2] [--thread-batches] [--block-bytes B]\n");
     return 2;
   }
   const char* path = argv[1];
@@ -222,14 +226,16 @@ int main(int argc, char** argv) {
     else if (a == "--thread-batches") thread_batches = true;
     else if (a == "--format-1") version = gf::kVersion1_1;
     else if (a == "--format-2") version = gf::kVersion2_0;
-    else if (a == "--block-bytes") block_bytes = arg_u64(i, argc, argv);
+    else if (a == "--block-bytes")
+      block_bytes = arg_u64(i, argc, argv);
     else {
       std::fprintf(stderr, "gen_trace: unknown option %s\n", argv[i]);
       return 2;
     }
   }
   if (threads == 0 || stacks == 0 || block_bytes < 8192 || block_bytes > Out::kBlockBytes) {
-    std::fprintf(stderr, "gen_trace: --threads and --stacks must be positive, --block-bytes in 8192..%zu\n",
+    std::fprintf(stderr,
+                 "gen_trace: --threads and --stacks must be positive, --block-bytes in 8192..%zu\n",
                  Out::kBlockBytes);
     return 2;
   }

@@ -47,7 +47,7 @@ uint64_t stream_id(CUstream s) { return reinterpret_cast<uintptr_t>(s); }
 constexpr int kCurrentDevice = -1;  // ask the driver, only when the event is recorded
 
 [[gnu::noinline]] void record_outcome(CUresult rc, Api api, MemoryKind kind, int device,
-                                     uint64_t stream, uint64_t address, uint64_t size) {
+                                      uint64_t stream, uint64_t address, uint64_t size) {
   if (recording_off()) return;
   if (device == kCurrentDevice) device = current_device();
   if (rc == kCuSuccess)

@@ -44,7 +44,7 @@ uint64_t u64(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 // Shared shape of every allocating hook: record success with the address and size, failure with
 // the size asked and the error.
 [[gnu::noinline]] void record_outcome(cudaError_t rc, Api api, MemoryKind kind, uint64_t stream,
-                                     const void* ptr, uint64_t size) {
+                                      const void* ptr, uint64_t size) {
   if (recording_off()) return;
   if (rc == kCudaSuccess)
     record_alloc(api, kind, current_device(), stream, u64(ptr), size);

@@ -444,7 +444,8 @@ inline ThreadState* recording_thread() {
 // truncated), then ends the thread's in-flight time.
 // After n bytes went into s's ring (pending: what it holds now).
 inline void appended(ThreadState* s, size_t n, size_t pending) {
-  if (pending >= kWakeAtBytes && pending - n < kWakeAtBytes) [[unlikely]] wake_flusher();
+  if (pending >= kWakeAtBytes && pending - n < kWakeAtBytes) [[unlikely]]
+    wake_flusher();
   if (!s->registered || g_finalized.load(std::memory_order_relaxed)) [[unlikely]]
     s->ring.drain(g_file.blocks());
 }
@@ -460,7 +461,8 @@ inline void record_done(ThreadState* s) {
 
 inline void commit(ThreadState* s, size_t n) {
   if (n != 0) [[likely]] {
-    if (!s->ring.has_room(n)) [[unlikely]] make_room(s, n);
+    if (!s->ring.has_room(n)) [[unlikely]]
+      make_room(s, n);
     appended(s, n, s->ring.append(s->scratch, n));
   }
   record_done(s);
@@ -590,7 +592,8 @@ void record_alloc(Api api, MemoryKind kind, int device, uint64_t stream, uint64_
   ThreadState* s = recording_thread();
   if (!s) return;
   uint64_t stack = current_stack(s);
-  emit_hot(s, fmtrec::AllocRecord{record_time(s), s->thread_id, device, stream, api, kind, address, size, stack});
+  emit_hot(s, fmtrec::AllocRecord{record_time(s), s->thread_id, device, stream, api, kind, address,
+                                  size, stack});
   if (kind != MemoryKind::kPinnedHost && kind != MemoryKind::kMapping &&
       kind != MemoryKind::kReservation)
     note_device_memory(device);
@@ -600,7 +603,8 @@ void record_free(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t
   ThreadState* s = recording_thread();
   if (!s) return;
   uint64_t stack = current_stack(s);
-  emit_hot(s, fmtrec::FreeRecord{record_time(s), s->thread_id, device, stream, api, kind, address, stack, 0});
+  emit_hot(s, fmtrec::FreeRecord{record_time(s), s->thread_id, device, stream, api, kind, address,
+                                 stack, 0});
 }
 
 void record_free_failed(Api api, MemoryKind kind, int device, uint64_t stream, uint64_t address,
@@ -630,8 +634,8 @@ void record_torch_event(fmtrec::TorchAction action, int device, uint64_t stream,
   uint64_t stack = !wants_stack ? 0
                    : walk       ? walked_stack(s, grad_fn)
                                 : python_or_native_stack(s, grad_fn);
-  emit_hot(s, fmtrec::TorchEventRecord{record_time(s), s->thread_id, device, stream, action, address, size,
-                                   stack});
+  emit_hot(s, fmtrec::TorchEventRecord{record_time(s), s->thread_id, device, stream, action,
+                                       address, size, stack});
 }
 
 void record_mem_info(int device, uint64_t free_bytes, uint64_t total_bytes) {

@@ -41,7 +41,8 @@ class Ring {
     size_t at = static_cast<size_t>(head_.load(std::memory_order_relaxed) % kCapacity);
     return kCapacity - at >= n && has_room(n) ? data_ + at : nullptr;
   }
-  // Owner only: the n bytes written at reserve()'s pointer are the ring's. Returns what append does.
+  // Owner only: the n bytes written at reserve()'s pointer are the ring's. Returns what append
+  // does.
   size_t publish(size_t n) {
     uint64_t h = head_.load(std::memory_order_relaxed) + n;
     head_.store(h, std::memory_order_release);

@@ -220,13 +220,16 @@ int main(int argc, char** argv) {
                             argc > 3 ? std::atoi(argv[3]) : 10000,
                             argc > 4 ? std::atoi(argv[4]) : 0, argc > 5 ? std::atoi(argv[5]) : 0);
   if (s == "torchlike")
-    return scenario_torchlike(argc > 2 ? std::atoi(argv[2]) : 1000, argc > 3 ? std::atoi(argv[3]) : 4);
+    return scenario_torchlike(argc > 2 ? std::atoi(argv[2]) : 1000,
+                              argc > 3 ? std::atoi(argv[3]) : 4);
   if (s == "oom") return scenario_oom();
   if (s == "killed") return scenario_killed();
   if (s == "fork") return scenario_fork();
   if (s == "all-apis") return scenario_all_apis();
   if (s == "fork-exit") return scenario_fork_exit(argc > 2 ? argv[2] : "_exit");
   if (s == "vfork-exit") return scenario_vfork_exit();
-  std::fprintf(stderr, "usage: cuda_scenarios leak|clean|threads N M [PAUSE_US LEAK_BYTES]|torchlike STEPS LOADERS|oom|killed|fork|all-apis|fork-exit HOW|vfork-exit\n");
+  std::fprintf(stderr,
+               "usage: cuda_scenarios leak|clean|threads N M [PAUSE_US LEAK_BYTES]|torchlike STEPS "
+               "LOADERS|oom|killed|fork|all-apis|fork-exit HOW|vfork-exit\n");
   return 2;
 }
