@@ -1,5 +1,6 @@
 #include "findings/categories.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
@@ -72,7 +73,7 @@ void CategoryTracker::recategorize(int32_t device, uint64_t size, uint32_t born,
   auto first = std::lower_bound(windows_.begin(), windows_.end(), born,
                                 [](const Window& w, uint32_t b) { return w.best.ordinal < b; });
   if (first == windows_.end()) return;
-  const auto delta = static_cast<int64_t>(size);
+  const auto delta = static_cast<__int128>(size);
   Moves& begin = moves_[static_cast<size_t>(first - windows_.begin())];
   Moves& end = moves_[windows_.size()];
   begin[from] -= delta;
@@ -183,8 +184,8 @@ void CategoryTracker::resolve_moves() {
     Kinds& blocks = windows_[i].best.blocks;
     for (size_t k = 0; k < kKinds; ++k) {
       running[k] += moves_[i][k];
-      const int64_t v = static_cast<int64_t>(blocks[k]) + running[k];
-      blocks[k] = v > 0 ? static_cast<uint64_t>(v) : 0;
+      const __int128 v = static_cast<__int128>(blocks[k]) + running[k];
+      blocks[k] = static_cast<uint64_t>(std::clamp<__int128>(v, 0, UINT64_MAX));
     }
   }
   moves_.assign(windows_.size() + 1, Moves{});

@@ -191,7 +191,9 @@ class CategoryTracker {
   }
 
  private:
-  using Moves = std::array<int64_t, kKinds>;
+  // Signed bytes moved between kinds, summed over many blocks: 128 bits, so that sizes near 2^64
+  // (a damaged trace's) neither wrap nor overflow.
+  using Moves = std::array<__int128, kKinds>;
 
   // A candidate freed before the next backward pass: an activation from its birth on.
   size_t confirm(int32_t device, uint64_t size, BlockCategory b);

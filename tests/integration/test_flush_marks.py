@@ -74,11 +74,14 @@ def test_busy_threads_on_one_core_stream_with_a_window_of_a_few_flushes(run):
 
     from conftest import CLI, cli_env
 
+    # Long enough that the window (a few flushes, stretched by how long a thread that flushes
+    # waits for the one core: up to a few hundred ms among 67 runnable threads) is a small part.
+    pairs = 20000
     taskset = shutil.which("taskset")
     pin = [taskset, "-c", "0"] if taskset else []
     busy = [subprocess.Popen([*pin, "sh", "-c", "while :; do :; done"]) for _ in range(3)]
     try:
-        r = run.program([*pin, SCENARIOS, "threads", 64, 5000, 0, 4096], timeout=600)
+        r = run.program([*pin, SCENARIOS, "threads", 64, pairs, 0, 4096], timeout=600)
     finally:
         for p in busy:
             p.kill()
@@ -87,7 +90,7 @@ def test_busy_threads_on_one_core_stream_with_a_window_of_a_few_flushes(run):
     stats = run.cli("stats", trace).stdout
     assert "read             streamed" in stats, stats
     window = int(stats.split("order window")[1].split()[0])
-    events = 2 * 64 * 5000 + 64
+    events = 2 * 64 * pairs + 64
     # The window holds the latest flush and what its mark left: about one flush's events (a few
     # when the thread flushing is preempted, which on one shared core can take 300 ms), where
     # holding the trace would be all of them.
@@ -100,7 +103,7 @@ def test_busy_threads_on_one_core_stream_with_a_window_of_a_few_flushes(run):
         return json.loads(p.stdout)
 
     streamed, buffered = report(), report(GPUMEMSHIM_READ_BUFFERED="1")
-    assert streamed["summary"]["allocations"] == 64 * 5000 + 64
+    assert streamed["summary"]["allocations"] == 64 * pairs + 64
     assert streamed["summary"]["leaked_bytes"] == 64 * 4096
     for key in ("summary", "leaks", "growth", "peaks", "integrity", "recommendations"):
         assert streamed.get(key) == buffered.get(key), key

@@ -410,3 +410,30 @@ TEST(Categories, UnknownActionsAreIgnored) {
   EXPECT_EQ(p.categories->tags, 0u);
   EXPECT_EQ(at(p.categories->peak, MemoryCategory::kTemporary), 4 * MiB);
 }
+
+// A damaged trace's sizes may be anything: late tags on two blocks of 2^62 bytes and more move
+// their bytes in the closed windows exactly, their sum past int64's range (the fuzz target's UBSan
+// found the signed overflow).
+TEST(Categories, LateTagsOnHugeBlocksMoveTheirBytesExactly) {
+  TempDir dir;
+  TraceBuilder t = base_trace();
+  constexpr uint64_t kHuge = (uint64_t{1} << 62) + 4 * MiB;
+  segment(t, kSegment, 64 * MiB);
+  block(t, kSegment, kHuge);
+  block(t, kSegment + kHuge, kHuge);
+  for (int i = 0; i < 4; ++i) {
+    block(t, kSegment + 8 * MiB, MiB);
+    release(t, kSegment + 8 * MiB);
+    t.marker(gf::MarkerKind::kStep, "optimizer.step");
+  }
+  tag(t, kSegment, kParameter);
+  tag(t, kSegment + kHuge, kParameter);
+  t.end();
+  an::ProcessReport p = analyze(t, dir);
+  ASSERT_TRUE(p.categories);
+  ASSERT_GE(p.categories->windows.size(), 4u);
+  for (const an::CategoryWindow& w : p.categories->windows) {
+    EXPECT_EQ(at(w.at_peak, MemoryCategory::kParameter), 2 * kHuge) << w.first;
+    EXPECT_LE(at(w.at_peak, MemoryCategory::kTemporary), MiB) << w.first;  // none left untagged
+  }
+}
