@@ -111,15 +111,8 @@ void take_block(BlockScan& s, uint64_t at, const BlockHeader& h, uint64_t& next_
 
 }  // namespace
 
-BlockScan scan_blocks(std::span<const uint8_t> file, bool mapped) {
-  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  constexpr uint64_t kReleaseEvery = 32ull << 20;
-  uint64_t released = 0;
-  auto release_before = [&](uint64_t at) {
-    if (!mapped || at - released < kReleaseEvery) return;
-    released = at / page * page;
-    madvise(const_cast<uint8_t*>(file.data()), released, MADV_DONTNEED);
-  };
+BlockScan scan_blocks(std::span<const uint8_t> file) {
+  PassedPages scanned(file, 32ull << 20);
   BlockScan s;
   s.flags = detail::get32(file.data() + kHeaderFlagsOffset);
   s.write_error = detail::get32(file.data() + kHeaderWriteErrorOffset);
@@ -137,7 +130,7 @@ BlockScan scan_blocks(std::span<const uint8_t> file, bool mapped) {
       }
       take_block(s, at, h, next_seq);
       at += kBlockHeaderSize + h.stored_size;
-      release_before(at);
+      scanned.passed(at);
       continue;
     }
     const size_t next = next_header(file, at + 1);
@@ -158,7 +151,7 @@ BlockScan scan_blocks(std::span<const uint8_t> file, bool mapped) {
 }
 
 BlockStream::BlockStream(const BlockScan& scan, std::span<const uint8_t> file, Version version)
-    : scan_(scan), file_(file), version_(version) {
+    : scan_(scan), file_(file), version_(version), file_read_(file, 8ull << 20) {
   // Room for every block; only the pages between the reader and the producer are ever resident.
   // A page more so that a decoder reading ahead of the last record stays inside the mapping.
   region_size_ = scan.raw_bytes + 4096;
@@ -282,8 +275,6 @@ void BlockStream::work(ZSTD_DCtx* dctx) {
 // The next block in order, checked into the region at `written_at`: a good one goes right after
 // the last good one (a damaged block leaves no gap), and its records count.
 void BlockStream::commit(const Checked& c, uint64_t written_at) {
-  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  constexpr uint64_t kReleaseEvery = 8ull << 20;
   const BlockRef& b = scan_.blocks[committed_++];
   if (c.good) {
     if (written_at != produced_)
@@ -303,11 +294,7 @@ void BlockStream::commit(const Checked& c, uint64_t written_at) {
     results_.damaged_bytes += kBlockHeaderSize + b.header.stored_size;
     results_.first_damaged_offset = std::min(results_.first_damaged_offset, b.offset);
   }
-  // The compressed pages read are dropped from the process (they stay in the page cache).
-  if (b.offset - file_released_ >= kReleaseEvery) {
-    file_released_ = b.offset / page * page;
-    madvise(const_cast<uint8_t*>(file_.data()), file_released_, MADV_DONTNEED);
-  }
+  file_read_.passed(b.offset);
 }
 
 // Whether the block at b is good: its payload's checksum, its decompression to exactly raw_size

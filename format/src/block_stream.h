@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "decoder.h"
 #include "gpumemshim/format/block.h"
 #include "gpumemshim/format/records.h"
 
@@ -43,10 +44,10 @@ struct BlockScan {
   uint64_t truncated_bytes = 0;  // from there to the end of the file
 };
 
-// mapped: file is a read-only mapping of the trace, whose pages the scan drops from the process as
-// it passes them (they stay in the page cache): the headers are spread over the whole file, and
-// read-ahead and fault-around would otherwise leave all of it resident before the read begins.
-BlockScan scan_blocks(std::span<const uint8_t> file, bool mapped = false);
+// file: the trace's read-only mapping, whose pages the scan drops from the process as it passes
+// them (PassedPages): the headers are spread over the whole file, and read-ahead and fault-around
+// would otherwise leave all of it resident before the read begins.
+BlockScan scan_blocks(std::span<const uint8_t> file);
 
 // What the stream's checks found: final once the stream ended (BlockStream::finish).
 struct BlockResults {
@@ -132,7 +133,7 @@ class BlockStream {
   uint64_t produced_ = 0;
   uint64_t consumed_ = 0;
   bool stop_ = false;
-  uint64_t file_released_ = 0;
+  PassedPages file_read_;  // the compressed pages committed
   BlockResults results_;  // final once every block is committed
 };
 

@@ -21,6 +21,18 @@ namespace {
 constexpr uint64_t kMaxRecordSize = 1u << 21;  // the encoder never writes more
 }
 
+void release_read_pages(std::span<const uint8_t> mapping, uint64_t upto, uint64_t unit) {
+  uint64_t end = upto / unit * unit;
+  if (end > 0) madvise(const_cast<uint8_t*>(mapping.data()), end, MADV_DONTNEED);
+}
+
+void PassedPages::passed(uint64_t at) {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (at - released_ < every_) return;
+  released_ = at / page * page;
+  release_read_pages(mapping_, released_, page);
+}
+
 MappedFile::~MappedFile() {
   if (data_ && size_) munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -30,6 +30,24 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// Drops the pages of a mapping below `upto`, rounded down to `unit` (the page size, or the huge
+// page of a block stream's region: releasing part of one would split it), from the process. A file
+// mapping's pages stay in the page cache: resident memory is then the reader's state, not the file.
+void release_read_pages(std::span<const uint8_t> mapping, uint64_t upto, uint64_t unit);
+
+// For a reader that passes through a file mapping once, front to back: passed(at) drops the pages
+// before `at` each time that is `every` bytes past the last drop.
+class PassedPages {
+ public:
+  PassedPages(std::span<const uint8_t> mapping, uint64_t every) : mapping_(mapping), every_(every) {}
+  void passed(uint64_t at);
+
+ private:
+  std::span<const uint8_t> mapping_;
+  uint64_t every_;
+  uint64_t released_ = 0;
+};
+
 struct RawRecord {
   RecordType type{};
   const uint8_t* payload = nullptr;

@@ -88,15 +88,6 @@ bool is_timed(RecordType type) {
   }
 }
 
-// The pages already read are dropped from the process (they stay in the page cache): resident
-// memory is then the consumer's state, not the file.
-// unit: the pages' size (a block stream's region is in huge pages: releasing part of one would
-// split it).
-void release_read_pages(std::span<const uint8_t> bytes, uint64_t upto, uint64_t unit) {
-  uint64_t end = upto / unit * unit;
-  if (end > 0) madvise(const_cast<uint8_t*>(bytes.data()), end, MADV_DONTNEED);
-}
-
 // One read of the file into a sink. streaming: events are delivered while reading, through the
 // bounded window of stream_order.h; run() returns false when the file is too far out of order for
 // that or the sink asks for a buffered read. Otherwise every event is held to the end of the file.
@@ -581,7 +572,7 @@ TraceIntegrity checked_integrity(const BlockScan& scan, const BlockResults& foun
 
 void TraceReader::read(TraceSink& sink) {
   Impl& m = *impl_;
-  if (has_blocks(m.version) && !m.blocks) m.blocks = scan_blocks(m.file.bytes(), /*mapped=*/true);
+  if (has_blocks(m.version) && !m.blocks) m.blocks = scan_blocks(m.file.bytes());
   BlockResults found;
   const char* gave_up = "";
   auto pass = [&](bool streaming) {
