@@ -11,6 +11,7 @@
 #include "cuda_abi.h"
 #include "driver_table.h"
 #include "hook_scope.h"
+#include "one_device.h"
 
 #define GPUMEMSHIM_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -20,21 +21,16 @@ namespace {
 
 std::atomic<void*> real_cuCtxGetDevice{nullptr};
 std::atomic<void*> real_cuDeviceGetCount{nullptr};
-
-// The devices this process sees, asked once, after a call that reached the driver (0: unknown,
-// -1: not asked yet). It never changes in a process; with one device every allocation is on
-// device 0, and the hook need not ask the driver for each.
-std::atomic<int> g_device_count{-1};
+OneDevice g_one_device;
 
 int current_device() {
-  int count = g_device_count.load(std::memory_order_relaxed);
-  if (count < 0) [[unlikely]] {
-    auto fn = reinterpret_cast<CUresult (*)(int*)>(
-        real_driver_function("cuDeviceGetCount", real_cuDeviceGetCount));
-    if (!fn || fn(&count) != kCuSuccess) count = 0;
-    g_device_count.store(count, std::memory_order_relaxed);
-  }
-  if (count == 1) return 0;
+  if (g_one_device.holds([] {
+        int count = 0;
+        auto fn = reinterpret_cast<CUresult (*)(int*)>(
+            real_driver_function("cuDeviceGetCount", real_cuDeviceGetCount));
+        return fn && fn(&count) == kCuSuccess ? count : 0;
+      }))
+    return 0;
   auto fn = reinterpret_cast<CUresult (*)(CUdevice*)>(
       real_driver_function("cuCtxGetDevice", real_cuCtxGetDevice));
   CUdevice device = 0;

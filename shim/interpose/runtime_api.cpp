@@ -3,7 +3,6 @@
 // exactly what it returned, and records the outcome when it is the outermost hook.
 #include <dlfcn.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -11,6 +10,7 @@
 #include "cuda_abi.h"
 #include "hook_scope.h"
 #include "next_symbol.h"
+#include "one_device.h"
 #include "runtime_table.h"
 
 #define GPUMEMSHIM_EXPORT extern "C" __attribute__((visibility("default")))
@@ -20,20 +20,15 @@ namespace {
 
 RealFunction<cudaError_t (*)(int*)> real_cudaGetDevice("cudaGetDevice");
 RealFunction<cudaError_t (*)(int*)> real_cudaGetDeviceCount("cudaGetDeviceCount");
-
-// The devices this process sees, asked once, after a call that reached the runtime (0: unknown,
-// -1: not asked yet). It never changes in a process; with one device every allocation is on
-// device 0, and the hook need not ask the runtime for each.
-std::atomic<int> g_device_count{-1};
+OneDevice g_one_device;
 
 int current_device() {
-  int count = g_device_count.load(std::memory_order_relaxed);
-  if (count < 0) [[unlikely]] {
-    auto fn = real_cudaGetDeviceCount.get();
-    if (!fn || fn(&count) != kCudaSuccess) count = 0;
-    g_device_count.store(count, std::memory_order_relaxed);
-  }
-  if (count == 1) return 0;
+  if (g_one_device.holds([] {
+        int count = 0;
+        auto fn = real_cudaGetDeviceCount.get();
+        return fn && fn(&count) == kCudaSuccess ? count : 0;
+      }))
+    return 0;
   int device = 0;
   if (auto fn = real_cudaGetDevice.get()) fn(&device);
   return device;

@@ -440,8 +440,6 @@ inline ThreadState* recording_thread() {
   if (!s->ring.has_room(n)) s->ring.drain(g_file.blocks());
 }
 
-// Buffers the record encoded in s->scratch (n bytes; 0: it did not fit and is dropped rather than
-// truncated), then ends the thread's in-flight time.
 // After n bytes went into s's ring (pending: what it holds now).
 inline void appended(ThreadState* s, size_t n, size_t pending) {
   if (pending >= kWakeAtBytes && pending - n < kWakeAtBytes) [[unlikely]]
@@ -459,6 +457,8 @@ inline void record_done(ThreadState* s) {
   }
 }
 
+// Buffers the record encoded in s->scratch (n bytes; 0: it did not fit and is dropped rather than
+// truncated), then ends the thread's in-flight time.
 inline void commit(ThreadState* s, size_t n) {
   if (n != 0) [[likely]] {
     if (!s->ring.has_room(n)) [[unlikely]]
