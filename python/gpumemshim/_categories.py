@@ -1,8 +1,8 @@
 """What tensor blocks are to training, for the analyzer's memory by category (zero code change).
 
 Installed by _autoattach.py once the torch bridge is attached. It tells the shim, through
-``gpumemshim_tensor_tag`` (a TorchEvent record of action tag, docs/trace-format.md), which CUDA
-tensor blocks are
+``gpumemshim_tensor_tags`` (a TorchEvent record of action tag each, docs/trace-format.md), which
+CUDA tensor blocks are
 
 - parameters: the ``param_groups`` of every ``torch.optim`` optimizer, when the optimizer is made
   (``Optimizer.__init__`` is wrapped) and after its steps;
@@ -13,7 +13,9 @@ tensor blocks are
 After an optimizer's first FULL_STEPS steps only every FULL_EVERY-th step looks at all of them
 again (every backward pass still looks at the gradients): parameters and state live long, so a
 block swapped in between is told at the next look and counts from its allocation all the same,
-and a look costs a few Python calls per tensor.
+and a look costs a few Python calls per tensor. What one look finds goes to the shim in one call:
+a call through ctypes costs about as much as the Python that finds a gradient, and a set_to_none
+zero_grad makes every gradient new at each backward pass.
 
 A block is named by its storage's data pointer, the block the caching allocator handed out; the
 analyzer applies a tag to the block live there for its whole life, so a tag that comes late still
@@ -51,13 +53,14 @@ def enabled():
 class Tagger:
     """Tells the shim what CUDA tensor blocks are, each once.
 
-    tag(device, address, category) is the shim's gpumemshim_tensor_tag; tensor_type the class of
-    tensors (torch.Tensor) that optimizer state is searched for."""
+    tags(batch) tells the shim a list of (device, address, category) triples (_shim_tags);
+    tensor_type is the class of tensors (torch.Tensor) that optimizer state is searched for."""
 
     _MIN_PRUNE = 1024
 
-    def __init__(self, tag, tensor_type):
-        self._tag = tag
+    def __init__(self, tags, tensor_type):
+        self._tags = tags
+        self._batch = []
         self._tensor_type = tensor_type
         self._seen = {}  # id(tensor) -> (weak reference, data_ptr, category)
         self._prune_at = self._MIN_PRUNE
@@ -66,6 +69,11 @@ class Tagger:
 
     def tensor(self, t, category):
         """Tags the block of t unless it was told already; never raises."""
+        self._add(t, category)
+        self._flush()
+
+    def _add(self, t, category):
+        """Adds the block of t to the batch unless it was told already; never raises."""
         try:
             key = id(t)
             ptr = t.data_ptr()
@@ -77,12 +85,20 @@ class Tagger:
             base = _storage_address(t)
             if not base:
                 return
-            self._tag(t.get_device(), base, category)
+            self._batch.append((t.get_device(), base, category))
             self._seen[key] = (weakref.ref(t), ptr, category)
             if len(self._seen) > self._prune_at:
                 self._prune()
         except Exception:
             pass
+
+    def _flush(self):
+        batch, self._batch = self._batch, []
+        if batch:
+            try:
+                self._tags(batch)
+            except Exception:
+                pass
 
     def optimizer(self, opt):
         """Parameters, gradients and state of one optimizer, after its step (see FULL_EVERY)."""
@@ -92,7 +108,7 @@ class Tagger:
             self._steps[opt] = steps
             if steps > FULL_STEPS and steps % FULL_EVERY != 0:
                 return
-            tensor, tensor_type = self.tensor, self._tensor_type
+            tensor, tensor_type = self._add, self._tensor_type
             state = getattr(opt, "state", None)
             get = getattr(state, "get", None)  # not state[p]: a defaultdict would grow an entry
             for group in opt.param_groups:
@@ -108,6 +124,7 @@ class Tagger:
                                 tensor(value, OPTIMIZER_STATE)
         except Exception:
             pass
+        self._flush()
 
     def new_optimizer(self, opt):
         """An optimizer just made: its parameters (before any step tells them)."""
@@ -115,21 +132,24 @@ class Tagger:
             self._optimizers.add(opt)
             for group in opt.param_groups:
                 for p in group["params"]:
-                    self.tensor(p, PARAMETER)
+                    self._add(p, PARAMETER)
         except Exception:
             pass
+        self._flush()
 
     def gradients(self):
         """The gradients of every known optimizer's parameters (after a backward pass)."""
         try:
+            add = self._add
             for opt in list(self._optimizers):
                 for group in opt.param_groups:
                     for p in group["params"]:
                         grad = p.grad
                         if grad is not None:
-                            self.tensor(grad, GRADIENT)
+                            add(grad, GRADIENT)
         except Exception:
             pass
+        self._flush()
 
     def _prune(self):
         self._seen = {k: v for k, v in self._seen.items() if v[0]() is not None}
@@ -147,33 +167,43 @@ def _storage_address(t):
         return 0
 
 
-def _shim_tag():
-    """The shim's gpumemshim_tensor_tag through ctypes, or None without it."""
+def _shim_tags():
+    """A function that tells the shim a batch of (device, address, category) triples in one call
+    to gpumemshim_tensor_tags, or None without the shim."""
     try:
+        import array
         import ctypes
+        import itertools
 
-        fn = ctypes.CDLL(None).gpumemshim_tensor_tag
-        fn.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_int]
+        fn = ctypes.CDLL(None).gpumemshim_tensor_tags
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
         fn.restype = None
-        return fn
     except (ImportError, AttributeError, OSError):
         return None
+    chain = itertools.chain.from_iterable
+
+    def tags(batch):
+        flat = array.array("Q", chain(batch))
+        address, length = flat.buffer_info()
+        fn(address, length // 3)
+
+    return tags
 
 
-def install(tag=None):
+def install(tags=None):
     """A Tagger for this process, with torch.optim.Optimizer's constructor wrapped to tell each new
     optimizer's parameters; None when categories are off, torch is not loaded or the shim is
-    absent. tag: the shim's entry point (tests pass their own)."""
+    absent. tags: what tells the shim a batch of tags (tests pass their own)."""
     if not enabled():
         return None
     torch = sys.modules.get("torch")
     tensor_type = getattr(torch, "Tensor", None)
     if tensor_type is None:
         return None
-    tag = tag or _shim_tag()
-    if tag is None:
+    tags = tags or _shim_tags()
+    if tags is None:
         return None
-    tagger = Tagger(tag, tensor_type)
+    tagger = Tagger(tags, tensor_type)
     _wrap_optimizer_init(tagger)
     return tagger
 

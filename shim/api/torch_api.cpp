@@ -39,9 +39,23 @@ GPUMEMSHIM_API void gpumemshim_torch_event_walk(int action, int device, uint64_t
                            grad_fn, /*walk=*/true);
 }
 
-GPUMEMSHIM_API void gpumemshim_tensor_tag(int device, uint64_t address, int category) {
+namespace {
+void tag(int device, uint64_t address, uint64_t category) {
   if (category < 1 || category > fmtrec::kTensorCategoryMax || address == 0) return;
-  if (shim::recording_off()) return;
-  shim::record_torch_event(fmtrec::TorchAction::kTag, device, 0, address,
-                           static_cast<uint64_t>(category));
+  shim::record_torch_event(fmtrec::TorchAction::kTag, device, 0, address, category);
+}
+}  // namespace
+
+GPUMEMSHIM_API void gpumemshim_tensor_tag(int device, uint64_t address, int category) {
+  if (category < 0 || shim::recording_off()) return;
+  tag(device, address, static_cast<uint64_t>(category));
+}
+
+GPUMEMSHIM_API void gpumemshim_tensor_tags(const uint64_t* tags, uint64_t count) {
+  if (tags == nullptr || shim::recording_off()) return;
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t* t = tags + 3 * i;
+    if (t[0] > static_cast<uint64_t>(INT32_MAX)) continue;  // no device: a stray or wrapped -1
+    tag(static_cast<int>(t[0]), t[1], t[2]);
+  }
 }

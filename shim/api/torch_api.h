@@ -34,3 +34,8 @@ GPUMEMSHIM_API void gpumemshim_torch_event_walk(int action, int device, uint64_t
 // Python package calls it (gpumemshim/_categories.py) with the GIL held; like the calls above it
 // takes no lock, allocates nothing and records no stack. The tag holds until the block is freed.
 GPUMEMSHIM_API void gpumemshim_tensor_tag(int device, uint64_t address, int category);
+
+// The same for `count` tags at once: tags holds count triples (device, address, category), each
+// checked as above. The Python package tells a backward pass's gradients in one call, since a call
+// through ctypes costs more than the tag it records.
+GPUMEMSHIM_API void gpumemshim_tensor_tags(const uint64_t* tags, uint64_t count);

@@ -51,9 +51,17 @@ def tags():
 
 
 @pytest.fixture
-def tagger(tags):
-    return categories.Tagger(lambda device, address, category: tags.append((address, category)),
-                             FakeTensor)
+def calls():
+    return []
+
+
+@pytest.fixture
+def tagger(tags, calls):
+    def tell(batch):
+        calls.append(len(batch))
+        tags.extend((address, category) for device, address, category in batch)
+
+    return categories.Tagger(tell, FakeTensor)
 
 
 def test_optimizer_tags_parameters_gradients_and_state(tagger, tags):
@@ -110,6 +118,56 @@ def test_new_optimizer_and_gradients(tagger, tags):
     assert len(tags) == 2
 
 
+def test_a_backward_pass_tells_its_gradients_in_one_call(tagger, tags, calls):
+    params = [FakeTensor(0x10000 + 0x100 * i) for i in range(200)]
+    opt = FakeOptimizer(params)
+    tagger.new_optimizer(opt)
+    assert calls == [200]
+    for step in range(3):  # set_to_none: every backward pass makes new gradients
+        for i, p in enumerate(params):
+            p.grad = FakeTensor(0x80000 + 0x100 * i + 0x40000 * step)
+        tagger.gradients()
+        assert calls[-1] == 200
+    assert len(calls) == 4
+    tagger.gradients()  # the same gradients again: nothing to tell, no call
+    assert len(calls) == 4 and len(tags) == 800
+
+
+def test_a_tagging_that_fails_is_dropped_and_never_raises(tags):
+    def tell(batch):
+        raise OSError("the shim went away")
+
+    tagger = categories.Tagger(tell, FakeTensor)
+    p = FakeTensor(0x1000)
+    p.grad = FakeTensor(0x2000)
+    opt = FakeOptimizer([p])
+    tagger.new_optimizer(opt)
+    tagger.gradients()
+    tagger.optimizer(opt)
+    assert tagger._batch == []
+
+
+def test_the_shims_batch_entry_checks_each_tag(run):
+    # Through the preloaded shim's gpumemshim_tensor_tags, as the package calls it: a valid tag
+    # names no live block here (an unmatched tag); the others are dropped by the shim.
+    script = run.dir / "tags.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(PACKAGE)!r})\n"
+        "from gpumemshim import _categories\n"
+        "tags = _categories._shim_tags()\n"
+        "assert tags is not None, 'no gpumemshim_tensor_tags in the process'\n"
+        "tags([(0, 0x7f0000001000, 2), (0, 0x7f0000002000, 1), (0, 0, 2), (0, 0x7f0000003000, 0),\n"
+        "      (0, 0x7f0000004000, 5), (2**64 - 1, 0x7f0000005000, 2)])\n"
+        "tags([])\n"
+        "print('done')\n")
+    r = run.program([sys.executable, script])
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    [trace] = run.traces()
+    c = run.report(trace)["processes"][0]["categories"]
+    assert c["tags"] == 2 and c["unmatched_tags"] == 2, c
+
+
 def test_never_raises(tagger, tags):
     class Broken:
         is_cuda = True
@@ -139,7 +197,7 @@ def test_install_is_off_with_gpumemshim_categories_0(monkeypatch, tags):
     monkeypatch.setenv("FAKE_TORCH_BRIDGE", "libc.so.6" if sanitized else str(BRIDGE))
     import torch  # the stand-in: an Optimizer class and a Tensor type
 
-    record = lambda device, address, category: tags.append((address, category))  # noqa: E731
+    record = lambda batch: tags.extend((a, c) for d, a, c in batch)  # noqa: E731
     monkeypatch.setenv("GPUMEMSHIM_CATEGORIES", "0")
     assert categories.install(record) is None
     monkeypatch.delenv("GPUMEMSHIM_CATEGORIES")
