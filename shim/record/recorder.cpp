@@ -477,7 +477,7 @@ inline void emit(ThreadState* s, const Record& r) {
 // straight into the ring when it has room in one piece, saving the copy from scratch.
 template <typename Record>
 inline void emit_hot(ThreadState* s, const Record& r) {
-  constexpr size_t kRoom = 2 + fmtrec::detail::kMaxEventPayload;
+  constexpr size_t kRoom = fmtrec::kMaxHotRecordSize;
   if (uint8_t* at = s->ring.reserve(kRoom)) [[likely]] {
     const size_t n = fmtrec::encode(at, kRoom, r);
     appended(s, n, s->ring.publish(n));

@@ -2,6 +2,7 @@
 // shim calls it from inside CUDA hooks. Each function returns the bytes written, or 0 when the
 // record does not fit (the caller then drops or retries with a bigger buffer).
 #pragma once
+#include <algorithm>
 #include <cstring>
 
 #include "gpumemshim/format/fixed_layout.h"
@@ -134,6 +135,11 @@ inline size_t encode(uint8_t* out, size_t cap, const FreeRecord& r) {
 inline size_t encode(uint8_t* out, size_t cap, const TorchEventRecord& r) {
   return detail::fixed_frame<kFixedTorchEventSize>(out, cap, RecordType::kTorchEvent, r);
 }
+
+// The most bytes encode() writes for a hot record: with this much room it never returns 0, so a
+// writer can encode one straight into its buffer.
+inline constexpr size_t kMaxHotRecordSize =
+    2 + std::max({kFixedAllocSize, kFixedFreeSize, kFixedTorchEventSize});
 
 // The hot records as format 1.x has them (varint payloads), for writing 1.x traces (tests, the
 // benchmark generator's --format-1). Only valid in a file whose header says 1.x.
