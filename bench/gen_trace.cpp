@@ -25,6 +25,7 @@
 // --twin-stacks: the second half of the stacks repeat the first half's frames under other ids (as
 // when one line is reached through different shim frames or Python callers): their call sites
 // then group two raw stacks each, and the timeline needs the peaks of their sums.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -181,6 +182,7 @@ struct Thread {
   std::vector<Live> live;
   std::vector<uint8_t> pending;  // encoded records not yet "flushed" to the file
   size_t last_record = 0;        // where the last record in `pending` begins
+  uint64_t last_time = 0;        // and its time
   size_t held = 0;               // bytes of `pending` held over from the last flush (a straggler)
 };
 
@@ -277,6 +279,7 @@ int main(int argc, char** argv) {
   auto emit = [&](Thread& t, const auto& r) {
     size_t n = gf::encode_for(version, rec, sizeof rec, r);
     t.last_record = t.pending.size();
+    t.last_time = r.time_ns;
     t.pending.insert(t.pending.end(), rec, rec + n);
   };
   // The shim flushes every thread's ring each 50 ms: here every kFlushEvery events.
@@ -288,6 +291,7 @@ int main(int argc, char** argv) {
   std::vector<gpumemshim::shim::MergeCursor> cursors(threads);
   std::vector<uint8_t> merged;
   auto flush_all = [&](bool last) {
+    uint64_t mark = time;
     if (thread_batches) {
       for (Thread& t : ts) {
         out.raw(t.pending.data(), t.pending.size());
@@ -297,9 +301,11 @@ int main(int argc, char** argv) {
       size_t total = 0;
       for (size_t i = 0; i < ts.size(); ++i) {
         Thread& t = ts[i];
-        // One batch in eight holds its last record back, if it was made since the last flush.
+        // One batch in eight holds its last record back, if it was made since the last flush: a
+        // record in flight, whose time the shim's mark does not pass (in_flight.h).
         const bool straggles = !last && t.pending.size() > t.held && straggle_rng.below(8) == 0;
         batches[i] = {t.pending.data(), straggles ? t.last_record : t.pending.size()};
+        if (straggles) mark = std::min(mark, t.last_time);
         total += batches[i].size;
       }
       merged.resize(total);
@@ -313,7 +319,9 @@ int main(int argc, char** argv) {
         t.last_record = 0;
       }
     }
-    if (marks) out.put(gf::FlushRecord{time});  // the flusher's clock: after every record it drained
+    // The flusher's clock, lowered to the records in flight, as a 3.2 shim writes it: every later
+    // record was made at or after it.
+    if (marks) out.put(gf::FlushRecord{mark});
   };
 
   constexpr size_t kMaxLivePerThread = 48;

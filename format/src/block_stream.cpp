@@ -202,25 +202,69 @@ BlockStream::~BlockStream() {
   munmap(mapping_, mapping_size_);
 }
 
+ZSTD_DCtx* BlockStream::reader_dctx(const BlockRef& b) {
+  if (!dctx_ && b.header.codec == BlockCodec::kZstd) {
+    dctx_ = ZSTD_createDCtx();  // made at the first compressed block: raw ones need none
+    if (!dctx_) throw std::bad_alloc();
+  }
+  return dctx_;
+}
+
 uint64_t BlockStream::wait_beyond(uint64_t at) {
+  const size_t n = scan_.blocks.size();
   if (workers_.empty()) {  // the reader takes the blocks itself
-    while (produced_ <= at && committed_ < scan_.blocks.size()) {
+    while (produced_ <= at && committed_ < n) {
       Checked c;
-      if (!dctx_ && scan_.blocks[committed_].header.codec == BlockCodec::kZstd) {
-        dctx_ = ZSTD_createDCtx();  // made at the first compressed block: raw ones need none
-        if (!dctx_) throw std::bad_alloc();
-      }
-      check_block(scan_.blocks[committed_], dctx_, region_ + produced_, c);
+      const BlockRef& b = scan_.blocks[committed_];
+      check_block(b, reader_dctx(b), region_ + produced_, c);
       commit(c, produced_);
     }
-    if (committed_ == scan_.blocks.size()) results_.raw_bytes = produced_;
+    if (committed_ == n) results_.raw_bytes = produced_;
     return produced_;
   }
+  // Rather than wait for the workers, the reader checks the next unclaimed block itself: when
+  // they fall behind (two cores: one worker, slower at zstd than the reader at the analysis) the
+  // cores share the decompression instead of one of them idling.
   std::unique_lock lock(mu_);
   consumed_ = at;
   room_cv_.notify_all();
-  ready_cv_.wait(lock, [&] { return produced_ > at || committed_ == scan_.blocks.size(); });
+  while (produced_ <= at && committed_ < n) {
+    if (!may_claim()) {
+      ready_cv_.wait(lock);
+      continue;
+    }
+    const size_t i = claimed_++;
+    lock.unlock();
+    const BlockRef& b = scan_.blocks[i];
+    check_block(b, reader_dctx(b), region_ + slots_[i].at, slots_[i].checked);
+    lock.lock();
+    slots_[i].done = true;
+    commit_done();
+  }
   return produced_;
+}
+
+// Under mu_: whether the next block may be claimed now, once it fits in kAhead (in the slots'
+// places: a damaged block before it moves it down later, so this errs on the side of less), or
+// when the reader has caught up.
+bool BlockStream::may_claim() const {
+  const size_t n = scan_.blocks.size();
+  if (claimed_ == n) return false;
+  if (claimed_ == committed_) return true;
+  const uint64_t lost = slots_[committed_].at - produced_;  // to damaged blocks so far
+  return slots_[claimed_].at + scan_.blocks[claimed_].header.raw_size <= consumed_ + lost + kAhead;
+}
+
+// Under mu_: commits every block that is done, in order, and wakes who waits for them.
+void BlockStream::commit_done() {
+  const size_t n = scan_.blocks.size(), before = committed_;
+  while (committed_ < n && slots_[committed_].done)
+    commit(slots_[committed_].checked, slots_[committed_].at);
+  if (committed_ == n) results_.raw_bytes = produced_;
+  if (committed_ != before) {
+    ready_cv_.notify_one();
+    room_cv_.notify_all();
+  }
 }
 
 void BlockStream::consumed(uint64_t at) {
@@ -242,33 +286,20 @@ const BlockResults& BlockStream::finish() {
   return results_;
 }
 
-// A worker: claims the next block once it fits in kAhead (in the slots' places: a damaged block
-// before it moves it down later, so this errs on the side of less), checks it into its slot and
-// commits every block that is then ready in order.
+// A worker: claims the next block when it may, checks it into its slot and commits every block
+// that is then done, in order.
 void BlockStream::work(ZSTD_DCtx* dctx) {
   const size_t n = scan_.blocks.size();
   std::unique_lock lock(mu_);
   for (;;) {
-    room_cv_.wait(lock, [&] {
-      if (stop_ || claimed_ == n || claimed_ == committed_) return true;
-      const uint64_t lost = slots_[committed_].at - produced_;  // to damaged blocks so far
-      return slots_[claimed_].at + scan_.blocks[claimed_].header.raw_size <=
-             consumed_ + lost + kAhead;
-    });
+    room_cv_.wait(lock, [&] { return stop_ || claimed_ == n || may_claim(); });
     if (stop_ || claimed_ == n) return;
     const size_t i = claimed_++;
     lock.unlock();
     check_block(scan_.blocks[i], dctx, region_ + slots_[i].at, slots_[i].checked);
     lock.lock();
     slots_[i].done = true;
-    const size_t before = committed_;
-    while (committed_ < n && slots_[committed_].done)
-      commit(slots_[committed_].checked, slots_[committed_].at);
-    if (committed_ == n) results_.raw_bytes = produced_;
-    if (committed_ != before) {
-      ready_cv_.notify_one();
-      room_cv_.notify_all();
-    }
+    commit_done();
   }
 }
 

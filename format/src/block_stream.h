@@ -1,7 +1,8 @@
 // Format 3's blocks (block.h) as one stream of records. scan_blocks() walks the block headers of a
 // file (resynchronising past bytes that are no block); a BlockStream then checks and decompresses
-// the blocks those headers describe on a thread of its own, ahead of the reader (with one usable
-// core or a stream of at most 1 MiB: the reader itself, a block at a time, as it gets to it), into
+// the blocks those headers describe on threads of their own, ahead of the reader (with one usable
+// core or a stream of at most 1 MiB: the reader itself, a block at a time, as it gets to it; the
+// reader also takes the next block itself whenever it would otherwise wait for them), into
 // one anonymous mapping laid out contiguously in file order. The reader reads records there as it
 // reads a 2.x file, and releases the pages behind it: the queued events point into the mapping, so
 // a block's bytes stay where they were written until the reader lets them go.
@@ -96,7 +97,10 @@ class BlockStream {
   };
 
   void work(ZSTD_DCtx* dctx);
+  bool may_claim() const;
+  void commit_done();
   void commit(const Checked& c, uint64_t written_at);
+  ZSTD_DCtx* reader_dctx(const BlockRef& b);
   void check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, Checked& out);
   bool block_is_good(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, uint32_t& end_index,
                      EndRecord& end);
@@ -119,7 +123,7 @@ class BlockStream {
   size_t mapping_size_ = 0;
   uint8_t* region_ = nullptr;
   size_t region_size_ = 0;
-  ZSTD_DCtx* dctx_ = nullptr;  // the reader's, without workers
+  ZSTD_DCtx* dctx_ = nullptr;  // the reader's own
   std::vector<Slot> slots_;    // with workers
   std::vector<ZSTD_DCtx*> worker_dctx_;
   std::vector<std::thread> workers_;
