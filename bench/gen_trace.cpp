@@ -8,7 +8,7 @@
 //
 //   gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] [--no-steps] [--twin-stacks]
 //             [--torch] [--no-flush-marks] [--format-1] [--format-2] [--thread-batches]
-//             [--block-bytes B]
+//             [--block-bytes B] [--late]
 //
 // The trace is format 3.0, as the shim writes it: the records in blocks of about 2 MiB raw, each
 // compressed with zstd level 1 (format/block_writer.h), the End record last with its counts.
@@ -18,6 +18,9 @@
 // --format-1 writes them as a 1.1 trace (varint hot records, a 1.1 header), for comparing them.
 // Each flush ends with a Flush record, as the shim's flusher writes since format 1.1;
 // --no-flush-marks leaves them out (a format 1.0 trace has none).
+// --late: marks at the flusher's clock alone, not lowered to the records held back, which then
+// come after a mark younger than they are: late events, as when a thread stalls past a flush
+// interval between its clock read and its buffer.
 // --torch: the allocations and frees are PyTorch caching-allocator tensor events (TorchEvent alloc
 // / free_completed, as the bridge writes them) instead of cudaMalloc/cudaFree.
 // --thread-batches: the file order without the ordered flush: each flush is the threads' batches
@@ -200,7 +203,7 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: gen_trace OUT N [--threads T] [--stacks S] [--rank R] [--seed X] "
-                 "[--no-steps] [--twin-stacks] [--torch] [--no-flush-marks] [--format-1] "
+                 "[--no-steps] [--twin-stacks] [--torch] [--no-flush-marks] [--late] [--format-1] "
                  "[--format-2] [--thread-batches] [--block-bytes B]\n");
     return 2;
   }
@@ -212,6 +215,7 @@ int main(int argc, char** argv) {
   bool twins = false;
   bool torch = false;
   bool marks = true;
+  bool late = false;  // --late
   bool thread_batches = false;
   gf::Version version = gf::kVersion;  // --format-1: a 1.1 trace; --format-2: a 2.0 trace
   uint64_t block_bytes = Out::kBlockBytes;
@@ -225,6 +229,7 @@ int main(int argc, char** argv) {
     else if (a == "--twin-stacks") twins = true;
     else if (a == "--torch") torch = true;
     else if (a == "--no-flush-marks") marks = false;
+    else if (a == "--late") late = true;
     else if (a == "--thread-batches") thread_batches = true;
     else if (a == "--format-1") version = gf::kVersion1_1;
     else if (a == "--format-2") version = gf::kVersion2_0;
@@ -305,7 +310,7 @@ int main(int argc, char** argv) {
         // record in flight, whose time the shim's mark does not pass (in_flight.h).
         const bool straggles = !last && t.pending.size() > t.held && straggle_rng.below(8) == 0;
         batches[i] = {t.pending.data(), straggles ? t.last_record : t.pending.size()};
-        if (straggles) mark = std::min(mark, t.last_time);
+        if (straggles && !late) mark = std::min(mark, t.last_time);
         total += batches[i].size;
       }
       merged.resize(total);

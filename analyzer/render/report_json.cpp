@@ -190,7 +190,9 @@ json integrity_json(const Integrity& i) {
           {"records_lost", i.records_lost},
           {"records_lost_exact", i.records_lost_exact},
           {"first_problem_offset", i.first_problem_offset},
-          {"truncated", i.truncated}};
+          {"truncated", i.truncated},
+          {"late_events", i.late_events},
+          {"max_lateness_ms", static_cast<double>(i.max_lateness_ns) / 1e6}};
 }
 
 json verdict_json(const Report& report) {

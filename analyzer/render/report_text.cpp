@@ -247,6 +247,11 @@ void integrity_lines(std::string& out, const ProcessReport& p) {
                        i.status == IntegrityStatus::kUnchecked ? " (note: this format has no checksums)" : "");
   else
     out += fmt::format("   integrity: {}\n", i.detail);
+  if (i.late_events)
+    out += fmt::format("   note: {} events were buffered after a later flush mark (up to {:.3f} ms "
+                       "late: a thread stalled before buffering them); replayed where they were "
+                       "read, so a pair near one may be matched out of order\n",
+                       i.late_events, static_cast<double>(i.max_lateness_ns) / 1e6);
   if (p.no_memory_events) out += "   note: no CUDA memory events were recorded\n";
 }
 

@@ -1,7 +1,8 @@
 """The benchmark generator's traces (bench/gen_trace) read as the shim's do: the same events as a
-format 2.0 and a format 3 trace give the same findings, the 3.x trace's flush marks hold (no event
-replayed late), and the threads that decompress blocks ahead of the reader, the reader taking
-blocks itself when they fall behind, never change the report."""
+format 2.0 and a format 3 trace give the same findings; the 3.x trace's flush marks hold (no event
+replayed late), and a trace whose marks do not hold says so in every report; the threads that
+decompress blocks ahead of the reader, and the reader taking blocks itself when they fall behind,
+never change the report."""
 import json
 import os
 import subprocess
@@ -58,3 +59,19 @@ def test_read_threads_do_not_change_the_report(tmp_path):
     assert alone["summary"]["allocations"] > 100000
     for threads in ("1", "3"):
         assert findings(trace, GPUMEMSHIM_READ_THREADS=threads) == alone, threads
+
+
+def test_late_events_are_declared_in_every_report(tmp_path):
+    # Marks that records made before them follow (a thread stalled past a flush interval): the
+    # reader replays those where it reads them, and the report says so rather than give numbers
+    # whose order it could not keep in silence.
+    trace = generate(tmp_path / "late.trace", "--late")
+    report = json.loads(cli("report", "--format", "json", trace))
+    integrity = report["processes"][0]["integrity"]
+    assert integrity["late_events"] > 0 and integrity["max_lateness_ms"] >= 0, integrity
+    text = cli("report", trace)
+    assert f"note: {integrity['late_events']} events were buffered after a later flush mark" in text
+    clean = generate(tmp_path / "clean.trace")
+    integrity = json.loads(cli("report", "--format", "json", clean))["processes"][0]["integrity"]
+    assert integrity["late_events"] == 0, integrity
+    assert "buffered after a later flush mark" not in cli("report", clean)
