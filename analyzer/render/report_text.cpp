@@ -7,6 +7,7 @@
 #include "render/frameworks_render.h"
 #include "render/libraries_render.h"
 #include "render/sites.h"
+#include "report/integrity.h"
 
 namespace gpumemshim::analyzer {
 
@@ -247,11 +248,8 @@ void integrity_lines(std::string& out, const ProcessReport& p) {
                        i.status == IntegrityStatus::kUnchecked ? " (note: this format has no checksums)" : "");
   else
     out += fmt::format("   integrity: {}\n", i.detail);
-  if (i.late_events)
-    out += fmt::format("   note: {} events were buffered after a later flush mark (up to {:.3f} ms "
-                       "late: a thread stalled before buffering them); replayed where they were "
-                       "read, so a pair near one may be matched out of order\n",
-                       i.late_events, static_cast<double>(i.max_lateness_ns) / 1e6);
+  if (const std::string late = late_events_note(i); !late.empty())
+    out += fmt::format("   note: {}\n", late);
   if (p.no_memory_events) out += "   note: no CUDA memory events were recorded\n";
 }
 

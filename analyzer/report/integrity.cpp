@@ -5,6 +5,8 @@
 #include <cstring>
 #include <utility>
 
+#include <fmt/format.h>
+
 namespace gpumemshim::analyzer {
 
 Integrity integrity_of(const format::TraceIntegrity& t, format::Version version) {
@@ -28,6 +30,15 @@ Integrity integrity_of(const format::TraceIntegrity& t, format::Version version)
   i.first_problem_offset = t.first_problem_offset;
   i.truncated = t.truncated;
   return i;
+}
+
+std::string late_events_note(const Integrity& i) {
+  if (i.late_events == 0) return {};
+  return fmt::format(
+      "{} events were buffered after a later flush mark (up to {:.3f} ms late: a thread stalled "
+      "before buffering them); replayed where they were read, so a pair near one may be matched "
+      "out of order",
+      i.late_events, static_cast<double>(i.max_lateness_ns) / 1e6);
 }
 
 std::vector<size_t> first_same_file(const std::vector<std::string>& paths) {

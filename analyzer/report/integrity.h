@@ -24,6 +24,10 @@ void drop_same_recordings(Report& report, std::vector<size_t>& kept_inputs);
 // The verdict over report.processes.
 Verdict verdict_of(const std::vector<ProcessReport>& processes);
 
+// The note every report shows when events came after a later flush mark (replayed where they
+// were read); empty when none did.
+std::string late_events_note(const Integrity& i);
+
 // True when the process recorded no memory event at all.
 bool has_no_memory_events(const ProcessReport& p);
 

@@ -70,7 +70,11 @@ def test_late_events_are_declared_in_every_report(tmp_path):
     integrity = report["processes"][0]["integrity"]
     assert integrity["late_events"] > 0 and integrity["max_lateness_ms"] >= 0, integrity
     text = cli("report", trace)
-    assert f"note: {integrity['late_events']} events were buffered after a later flush mark" in text
+    note = f"note: {integrity['late_events']} events were buffered after a later flush mark"
+    assert note in text
+    html = tmp_path / "late.html"
+    cli("report", "--format", "html", "-o", html, trace)
+    assert note in html.read_text()
     clean = generate(tmp_path / "clean.trace")
     integrity = json.loads(cli("report", "--format", "json", clean))["processes"][0]["integrity"]
     assert integrity["late_events"] == 0, integrity
