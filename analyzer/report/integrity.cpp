@@ -1,11 +1,10 @@
 #include "report/integrity.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <cstring>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace gpumemshim::analyzer {
 
