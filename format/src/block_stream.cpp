@@ -224,12 +224,14 @@ uint64_t BlockStream::wait_beyond(uint64_t at) {
   }
   // Rather than wait for the workers, the reader checks the next unclaimed block itself: when
   // they fall behind (two cores: one worker, slower at zstd than the reader at the analysis) the
-  // cores share the decompression instead of one of them idling.
+  // cores share the decompression instead of one of them idling. At most one block beyond those
+  // the workers hold: a worker that stalls (a loaded machine) must not have the reader fill
+  // kAhead behind it, every page of it resident until the stalled block is done.
   std::unique_lock lock(mu_);
   consumed_ = at;
   room_cv_.notify_all();
   while (produced_ <= at && committed_ < n) {
-    if (!may_claim()) {
+    if (claimed_ - committed_ > workers_.size() || !may_claim()) {
       ready_cv_.wait(lock);
       continue;
     }
