@@ -190,7 +190,7 @@ std::string process_section(const ProcessReport& p) {
                      p.clean_exit ? "" : ", <span class=\"bad\">no clean exit</span>");
   out += fmt::format("<p class=\"{}\">integrity: {}</p>\n", p.integrity.clean ? "muted" : "bad",
                      esc(p.integrity.clean ? p.integrity.name : p.integrity.detail));
-  if (const std::string late = late_events_note(p.integrity); !late.empty())
+  if (const std::string late = late_events_note(p.stats); !late.empty())
     out += fmt::format("<p class=\"bad\">note: {}</p>\n", esc(late));
   if (p.no_memory_events) out += "<p class=\"muted\">No CUDA memory events were recorded.</p>\n";
   out += "<table><tr><th>peak</th><th>leaked</th><th>allocations</th><th>frees</th><th>failed</th><th>steps</th></tr><tr>";

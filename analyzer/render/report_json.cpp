@@ -175,7 +175,8 @@ json fragmentation_json(const DeviceFragmentation& d) {
           {"ooms", std::move(ooms)}};
 }
 
-json integrity_json(const Integrity& i) {
+// The trace's integrity, with the events its reader replayed late (TraceStats).
+json integrity_json(const Integrity& i, const TraceStats& s) {
   return {{"status", i.name},
           {"clean", i.clean},
           {"checked", i.checked},
@@ -191,8 +192,8 @@ json integrity_json(const Integrity& i) {
           {"records_lost_exact", i.records_lost_exact},
           {"first_problem_offset", i.first_problem_offset},
           {"truncated", i.truncated},
-          {"late_events", i.late_events},
-          {"max_lateness_ms", static_cast<double>(i.max_lateness_ns) / 1e6}};
+          {"late_events", s.late_events},
+          {"max_lateness_ms", static_cast<double>(s.max_lateness_ns) / 1e6}};
 }
 
 json verdict_json(const Report& report) {
@@ -229,7 +230,7 @@ json process_json(const ProcessReport& p) {
           {"events", p.stats.events()},
           {"truncated", p.truncated},
           {"clean_exit", p.clean_exit},
-          {"integrity", integrity_json(p.integrity)},
+          {"integrity", integrity_json(p.integrity, p.stats)},
           {"no_memory_events", p.no_memory_events},
           {"duration_s", p.duration_s},
           {"summary", std::move(process_summary)},

@@ -248,7 +248,7 @@ void integrity_lines(std::string& out, const ProcessReport& p) {
                        i.status == IntegrityStatus::kUnchecked ? " (note: this format has no checksums)" : "");
   else
     out += fmt::format("   integrity: {}\n", i.detail);
-  if (const std::string late = late_events_note(i); !late.empty())
+  if (const std::string late = late_events_note(p.stats); !late.empty())
     out += fmt::format("   note: {}\n", late);
   if (p.no_memory_events) out += "   note: no CUDA memory events were recorded\n";
 }

@@ -109,8 +109,6 @@ ProcessReport analyze_trace(const LoadedTrace& trace, const AnalyzeOptions& opti
   p.devices = trace.devices;
   p.attributes = trace.attributes;
   p.stats = trace.stats;
-  p.integrity.late_events = trace.stats.late_events;
-  p.integrity.max_lateness_ns = trace.stats.max_lateness_ns;
   p.summary = trace.replay.summary();
   p.truncated = trace.truncated;
   p.truncated_at = trace.truncated_at;

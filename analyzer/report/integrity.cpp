@@ -31,13 +31,13 @@ Integrity integrity_of(const format::TraceIntegrity& t, format::Version version)
   return i;
 }
 
-std::string late_events_note(const Integrity& i) {
-  if (i.late_events == 0) return {};
+std::string late_events_note(const TraceStats& s) {
+  if (s.late_events == 0) return {};
   return fmt::format(
       "{} events were buffered after a later flush mark (up to {:.3f} ms late: a thread stalled "
       "before buffering them); replayed where they were read, so a pair near one may be matched "
       "out of order",
-      i.late_events, static_cast<double>(i.max_lateness_ns) / 1e6);
+      s.late_events, static_cast<double>(s.max_lateness_ns) / 1e6);
 }
 
 std::vector<size_t> first_same_file(const std::vector<std::string>& paths) {

@@ -24,9 +24,10 @@ void drop_same_recordings(Report& report, std::vector<size_t>& kept_inputs);
 // The verdict over report.processes.
 Verdict verdict_of(const std::vector<ProcessReport>& processes);
 
-// The note every report shows when events came after a later flush mark (replayed where they
-// were read); empty when none did.
-std::string late_events_note(const Integrity& i);
+// The note every report shows, with its integrity, when events came after a later flush mark
+// (stats.late_events: replayed where they were read, so a pair near one may be matched out of
+// order); empty when none did.
+std::string late_events_note(const TraceStats& stats);
 
 // True when the process recorded no memory event at all.
 bool has_no_memory_events(const ProcessReport& p);

@@ -463,10 +463,6 @@ struct Integrity {
   bool records_lost_exact = false;
   uint64_t first_problem_offset = 0;
   bool truncated = false;
-  // Events a thread buffered after a later flush mark (stalled past a flush interval): replayed
-  // where they were read, not at their time, so a pair near one may be matched out of order.
-  uint64_t late_events = 0;
-  uint64_t max_lateness_ns = 0;
 };
 
 // Every byte accounted: the device's own view of the process's memory against what the trace
