@@ -235,15 +235,20 @@ uint64_t BlockStream::wait_beyond(uint64_t at) {
       ready_cv_.wait(lock);
       continue;
     }
-    const size_t i = claimed_++;
-    lock.unlock();
-    const BlockRef& b = scan_.blocks[i];
-    check_block(b, reader_dctx(b), region_ + slots_[i].at, slots_[i].checked);
-    lock.lock();
-    slots_[i].done = true;
-    commit_done();
+    check_next(lock, reader_dctx(scan_.blocks[claimed_]));
   }
   return produced_;
+}
+
+// Under mu_ (held by `lock`): claims the next block, checks it into its slot without the lock,
+// and commits every block that is then done, in order.
+void BlockStream::check_next(std::unique_lock<std::mutex>& lock, ZSTD_DCtx* dctx) {
+  const size_t i = claimed_++;
+  lock.unlock();
+  check_block(scan_.blocks[i], dctx, region_ + slots_[i].at, slots_[i].checked);
+  lock.lock();
+  slots_[i].done = true;
+  commit_done();
 }
 
 // Under mu_: whether the next block may be claimed now, once it fits in kAhead (in the slots'
@@ -288,20 +293,14 @@ const BlockResults& BlockStream::finish() {
   return results_;
 }
 
-// A worker: claims the next block when it may, checks it into its slot and commits every block
-// that is then done, in order.
+// A worker: checks the next block whenever it may claim one.
 void BlockStream::work(ZSTD_DCtx* dctx) {
   const size_t n = scan_.blocks.size();
   std::unique_lock lock(mu_);
   for (;;) {
     room_cv_.wait(lock, [&] { return stop_ || claimed_ == n || may_claim(); });
     if (stop_ || claimed_ == n) return;
-    const size_t i = claimed_++;
-    lock.unlock();
-    check_block(scan_.blocks[i], dctx, region_ + slots_[i].at, slots_[i].checked);
-    lock.lock();
-    slots_[i].done = true;
-    commit_done();
+    check_next(lock, dctx);
   }
 }
 

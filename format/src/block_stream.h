@@ -98,6 +98,7 @@ class BlockStream {
 
   void work(ZSTD_DCtx* dctx);
   bool may_claim() const;
+  void check_next(std::unique_lock<std::mutex>& lock, ZSTD_DCtx* dctx);
   void commit_done();
   void commit(const Checked& c, uint64_t written_at);
   ZSTD_DCtx* reader_dctx(const BlockRef& b);
