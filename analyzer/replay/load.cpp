@@ -280,12 +280,22 @@ class Loader final : public fmtr::TraceSink {
 
 }  // namespace
 
+LoadThreads plan_threads(unsigned cores, bool compressed) {
+  constexpr unsigned kMostReadThreads = 4;  // beyond, the reader no longer waits for blocks
+  cores = std::max(cores, 1u);
+  if (!compressed) return {.replay_thread = cores >= 2, .read_threads = 0};
+  if (cores < 3) return {.replay_thread = false, .read_threads = cores - 1};
+  return {.replay_thread = true, .read_threads = std::min(cores - 2, kMostReadThreads)};
+}
+
 LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& site_groups,
-                       bool replay_thread) {
+                       unsigned cores) {
   LoadedTrace t;  // one object, returned in place (NRVO)
   t.path = path;
   fmtr::TraceReader reader = reading_trace([&] { return fmtr::TraceReader(path); });
-  Loader loader(t, path, site_groups, replay_thread);
+  const LoadThreads plan = plan_threads(cores, fmtr::has_blocks(reader.version()));
+  reader.set_read_threads(plan.read_threads);
+  Loader loader(t, path, site_groups, plan.replay_thread);
   reading_trace([&] { reader.read(loader); });
   loader.finish(reader.counts());
   t.integrity = reader.integrity();

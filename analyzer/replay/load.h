@@ -51,12 +51,21 @@ struct LoadedTrace {
   double duration_s() const;
 };
 
+// The threads a load runs on besides the caller's, which reads, orders and decodes.
+struct LoadThreads {
+  bool replay_thread = false;  // the replay on a thread of its own (same result, sooner)
+  unsigned read_threads = 0;   // format 3: threads that check and decompress blocks ahead
+};
+// What `cores` cores are best spent on for one trace: a trace of compressed blocks (format 3)
+// first gets a read thread, whose decompression costs about what the replay does, then the
+// replay thread; any other trace, the replay thread.
+LoadThreads plan_threads(unsigned cores, bool compressed);
+
 // Throws TraceError("<path>: <reason>") for anything that is not a usable trace. site_groups: see
-// Replay::set_site_groups (the timeline's second read, when sites symbolize alike). replay_thread:
-// replay on a second thread while this one reads, orders and decodes (same result, sooner on one
-// big trace when a core is free).
+// Replay::set_site_groups (the timeline's second read, when sites symbolize alike). cores: how
+// many this load may keep busy (plan_threads).
 LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& site_groups = {},
-                       bool replay_thread = false);
+                       unsigned cores = 1);
 
 // f(), with the trace reader's errors thrown as TraceError (the analyzer's one error type).
 template <typename F>

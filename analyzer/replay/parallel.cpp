@@ -13,11 +13,12 @@
 #include <fmt/format.h>
 
 #include "gpumemshim/analyzer/units.h"
+#include "gpumemshim/format/trace_reader.h"
 
 namespace gpumemshim::analyzer {
 
 size_t worker_count(size_t jobs, size_t tasks) {
-  if (jobs == 0) jobs = std::max<size_t>(1, std::thread::hardware_concurrency());
+  if (jobs == 0) jobs = format::usable_cores();
   return std::max<size_t>(1, std::min(jobs, tasks));
 }
 

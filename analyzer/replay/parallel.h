@@ -10,7 +10,7 @@
 
 namespace gpumemshim::analyzer {
 
-// How many workers `jobs` means: 0 → one per hardware thread; never more than the tasks.
+// How many workers `jobs` means: 0 → one per core this process may use; never more than the tasks.
 size_t worker_count(size_t jobs, size_t tasks);
 
 // Runs task(i) for every i in [0, n) on worker_count(jobs, n) threads (the caller's thread is one

@@ -220,12 +220,13 @@ Report analyze(const std::vector<std::string>& paths, const AnalyzeOptions& opti
   uint64_t total_bytes = 0;
   for (size_t i : inputs) total_bytes += file_size_or_zero(paths[i]);
   Progress progress(inputs.size(), total_bytes, options.progress && Progress::stderr_is_tty());
-  // Fewer traces than cores: each one's replay gets a thread of its own (load.h).
+  // Fewer traces than cores: the cores left over are shared among the traces read at once, for
+  // their read and replay threads (load.h).
   const size_t cores = worker_count(options.jobs, SIZE_MAX);  // the workers of unlimited traces
-  const bool replay_thread = cores >= 2 * worker_count(options.jobs, inputs.size());
+  const auto cores_each = static_cast<unsigned>(cores / worker_count(options.jobs, inputs.size()));
   parallel_for(inputs.size(), options.jobs, [&](size_t k) {
     if (options.suppressions) suppressions[k] = *options.suppressions;
-    LoadedTrace trace = load_trace(paths[inputs[k]], {}, replay_thread);
+    LoadedTrace trace = load_trace(paths[inputs[k]], {}, cores_each);
     report.processes[k] =
         analyze_trace(trace, options, options.suppressions ? &suppressions[k] : nullptr);
     progress.add_bytes(trace.stats.file_bytes);

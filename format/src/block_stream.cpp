@@ -6,31 +6,27 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "decoder.h"
 #include "gpumemshim/format/fixed_layout.h"
+#include "gpumemshim/format/trace_reader.h"
 #include "read_errors.h"
 
 namespace gpumemshim::format {
 
 namespace {
 
-// The CPUs this process may run on (taskset, cgroups' cpusets), not those of the machine.
-unsigned usable_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return std::thread::hardware_concurrency();
-  return static_cast<unsigned>(CPU_COUNT(&set));
-}
-
 // How many threads check and decompress blocks ahead of the reader: GPUMEMSHIM_READ_THREADS if
 // set (0: none, the reader does it; at most kMaxReadThreads), else none for a stream of at most
-// small_stream bytes, else one per usable core beyond the two that the reader and the analyzer's
-// replay take (one with two cores), up to kDefaultReadThreads: more threads than cores would take
-// turns with the reader.
-unsigned decompress_workers(uint64_t stream_bytes, uint64_t small_stream) {
+// small_stream bytes, else the caller's choice, else one per usable core beyond the two that the
+// reader and its caller take (one with two cores), up to kDefaultReadThreads: more threads than
+// cores would take turns with the reader.
+unsigned decompress_workers(uint64_t stream_bytes, uint64_t small_stream,
+                            std::optional<unsigned> chosen) {
   constexpr unsigned kDefaultReadThreads = 4, kMaxReadThreads = 64;
   if (const char* env = std::getenv("GPUMEMSHIM_READ_THREADS"); env && *env) {
     char* end = nullptr;
@@ -39,6 +35,7 @@ unsigned decompress_workers(uint64_t stream_bytes, uint64_t small_stream) {
       return static_cast<unsigned>(std::min<unsigned long>(n, kMaxReadThreads));
   }
   if (stream_bytes <= small_stream) return 0;
+  if (chosen) return std::min(*chosen, kMaxReadThreads);
   const unsigned cores = usable_cores();
   return cores < 2 ? 0 : std::clamp(cores - 2, 1u, kDefaultReadThreads);
 }
@@ -111,6 +108,13 @@ void take_block(BlockScan& s, uint64_t at, const BlockHeader& h, uint64_t& next_
 
 }  // namespace
 
+unsigned usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0)
+    return std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(CPU_COUNT(&set));
+}
+
 BlockScan scan_blocks(std::span<const uint8_t> file) {
   PassedPages scanned(file, 32ull << 20);
   BlockScan s;
@@ -150,7 +154,8 @@ BlockScan scan_blocks(std::span<const uint8_t> file) {
   return s;
 }
 
-BlockStream::BlockStream(const BlockScan& scan, std::span<const uint8_t> file, Version version)
+BlockStream::BlockStream(const BlockScan& scan, std::span<const uint8_t> file, Version version,
+                         std::optional<unsigned> read_threads)
     : scan_(scan), file_(file), version_(version), file_read_(file, 8ull << 20) {
   // Room for every block; only the pages between the reader and the producer are ever resident.
   // A page more so that a decoder reading ahead of the last record stays inside the mapping.
@@ -159,7 +164,9 @@ BlockStream::BlockStream(const BlockScan& scan, std::span<const uint8_t> file, V
   // and 4 KiB pages would cost a fault and a zeroing per page written, and a release per page read
   // (a fifth of the reading time). The mapping is aligned to kHugePage so that each fault and
   // each release covers whole huge pages.
-  mapping_size_ = region_size_ + kHugePage;
+  // Two huge pages more: one for the alignment, and one so that the huge page holding the
+  // region's last byte lies wholly inside the mapping (back_pages moves whole pages).
+  mapping_size_ = region_size_ + 2 * kHugePage;
   void* p = mmap(nullptr, mapping_size_, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
@@ -174,7 +181,7 @@ BlockStream::BlockStream(const BlockScan& scan, std::span<const uint8_t> file, V
   // speed), each into its place in the region.
   // A small stream neither: starting, waking and joining threads costs more than overlapping so
   // little decompression with the read saves.
-  const unsigned workers = decompress_workers(scan.raw_bytes, kInline);
+  const unsigned workers = decompress_workers(scan.raw_bytes, kInline, read_threads);
   if (workers == 0 || scan.blocks.empty()) return;
   slots_.resize(scan.blocks.size());
   uint64_t at = 0;
@@ -216,6 +223,7 @@ uint64_t BlockStream::wait_beyond(uint64_t at) {
     while (produced_ <= at && committed_ < n) {
       Checked c;
       const BlockRef& b = scan_.blocks[committed_];
+      back_pages(produced_ + b.header.raw_size);
       check_block(b, reader_dctx(b), region_ + produced_, c);
       commit(c, produced_);
     }
@@ -244,6 +252,7 @@ uint64_t BlockStream::wait_beyond(uint64_t at) {
 // and commits every block that is then done, in order.
 void BlockStream::check_next(std::unique_lock<std::mutex>& lock, ZSTD_DCtx* dctx) {
   const size_t i = claimed_++;
+  back_pages(slots_[i].at + scan_.blocks[i].header.raw_size);
   lock.unlock();
   check_block(scan_.blocks[i], dctx, region_ + slots_[i].at, slots_[i].checked);
   lock.lock();
@@ -281,6 +290,57 @@ void BlockStream::consumed(uint64_t at) {
     consumed_ = at;
   }
   room_cv_.notify_all();
+}
+
+void BlockStream::release(uint64_t upto) {
+  std::unique_lock lock(mu_, std::defer_lock);
+  if (!workers_.empty()) lock.lock();
+  for (upto = upto / kHugePage * kHugePage; released_ < upto; released_ += kHugePage) {
+    if (kept_pages_.size() < kAhead / kHugePage)
+      kept_pages_.push_back(released_);
+    else
+      drop_page(released_);
+  }
+}
+
+// Under mu_ with workers, before anything is written to the region below `end`: the pages there
+// not backed yet get the memory of pages the reader released, moved in place (mremap moves the
+// page tables). The decompressed stream is written once and read once: every fresh page would
+// otherwise cost a fault and the kernel's zeroing of it, a fifth of a compressed trace's reading
+// time. The region never has a hole that another mapping of the process could take: the moved
+// page's place stays mapped (MREMAP_DONTUNMAP, Linux 5.7; without it, pages are not moved), and
+// the move itself replaces the destination's mapping at once.
+void BlockStream::back_pages(uint64_t end) {
+  end = std::min<uint64_t>(end, region_size_);
+  for (; backed_ < end; backed_ += kHugePage) {
+    if (kept_pages_.empty() || !move_pages_) continue;  // the kernel faults this one in
+    const uint64_t from = kept_pages_.back();
+    kept_pages_.pop_back();
+    void* to = region_ + backed_;
+    if (mremap(region_ + from, kHugePage, kHugePage,
+               MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to) != MAP_FAILED) {
+      drop_page(from);  // empty now: merged into the released part's mapping
+      continue;
+    }
+    move_pages_ = false;
+    drop_page(from);
+    // A move that failed after the destination was unmapped: mapped afresh, unless another
+    // mapping took its place meanwhile (then nothing can be written there).
+    if (mmap(to, kHugePage, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0) == to) {
+      madvise(to, kHugePage, MADV_HUGEPAGE);
+    } else if (errno != EEXIST) {
+      throw std::bad_alloc();
+    }
+  }
+}
+
+// A released page not kept: its memory given back, its place mapped read-only (a stray read
+// finds zeros, as after MADV_DONTNEED), replaced in one call so that it is never a hole, and like
+// the released pages around it so that they make one mapping.
+void BlockStream::drop_page(uint64_t at) {
+  mmap(region_ + at, kHugePage, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+       -1, 0);
 }
 
 const BlockResults& BlockStream::finish() {

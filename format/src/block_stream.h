@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -67,7 +68,9 @@ struct BlockResults {
 
 class BlockStream {
  public:
-  BlockStream(const BlockScan& scan, std::span<const uint8_t> file, Version version);
+  // read_threads: TraceReader::set_read_threads's, if set.
+  BlockStream(const BlockScan& scan, std::span<const uint8_t> file, Version version,
+              std::optional<unsigned> read_threads);
   ~BlockStream();
   BlockStream(const BlockStream&) = delete;
   BlockStream& operator=(const BlockStream&) = delete;
@@ -79,6 +82,9 @@ class BlockStream {
   uint64_t wait_beyond(uint64_t at);
   // The reader has read up to `at`: the read threads may run that much further ahead.
   void consumed(uint64_t at);
+  // The reader is done with the region below `upto`: its whole huge pages are kept to be moved
+  // where the next blocks go (see back_pages), or given back.
+  void release(uint64_t upto);
   // Takes or waits for every block still unchecked and returns what the checks found.
   const BlockResults& finish();
 
@@ -101,6 +107,8 @@ class BlockStream {
   void check_next(std::unique_lock<std::mutex>& lock, ZSTD_DCtx* dctx);
   void commit_done();
   void commit(const Checked& c, uint64_t written_at);
+  void back_pages(uint64_t end);
+  void drop_page(uint64_t at);
   ZSTD_DCtx* reader_dctx(const BlockRef& b);
   void check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, Checked& out);
   bool block_is_good(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, uint32_t& end_index,
@@ -139,6 +147,13 @@ class BlockStream {
   uint64_t consumed_ = 0;
   bool stop_ = false;
   PassedPages file_read_;  // the compressed pages committed
+  // Under mu_ with workers: pages the reader released whose memory is kept (their offsets in the
+  // region), the region's offset below which they were released, and the offset below which
+  // every page was given a kept page or left to the kernel before anything was written there.
+  std::vector<uint64_t> kept_pages_;
+  uint64_t released_ = 0;
+  uint64_t backed_ = 0;
+  bool move_pages_ = true;  // false once a move failed (a kernel before 5.7)
   BlockResults results_;  // final once every block is committed
 };
 

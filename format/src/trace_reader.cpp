@@ -49,6 +49,7 @@ struct TraceReader::Impl {
   TraceIntegrity integrity;
   std::optional<BlockScan> blocks;  // format 3
   TextRecords text;
+  std::optional<unsigned> read_threads;  // set_read_threads
 };
 
 namespace {
@@ -219,7 +220,10 @@ class ReadPass {
       if (upto > released_) {
         released_ = upto;
         static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-        release_read_pages(bytes_, released_, stream_ ? BlockStream::kHugePage : page);
+        if (stream_)
+          stream_->release(released_);
+        else
+          release_read_pages(bytes_, released_, page);
       }
     }
     // The hardware's prefetcher stops at each 4 KiB page of the mapping: reading ahead across
@@ -407,6 +411,9 @@ const std::string& TraceReader::path() const {
 Version TraceReader::version() const {
   return impl_->version;
 }
+void TraceReader::set_read_threads(unsigned n) {
+  impl_->read_threads = n;
+}
 const TraceCounts& TraceReader::counts() const {
   return impl_->counts;
 }
@@ -585,7 +592,7 @@ void TraceReader::read(TraceSink& sink) {
       gave_up = read.gave_up_because();
       return false;
     }
-    BlockStream stream(*m.blocks, m.file.bytes(), m.version);
+    BlockStream stream(*m.blocks, m.file.bytes(), m.version, m.read_threads);
     ReadPass read(m.path, m.file.bytes(), m.version, m.counts, sink, streaming, &stream, &m.text);
     if (!read.run()) {
       gave_up = read.gave_up_because();

@@ -632,9 +632,10 @@ TEST(Replay, FlushMarksKeepAOneThreadTracesOrderWindowSmall) {
 
 namespace {
 
-// The report of one trace loaded with or without the replay thread (load.h).
-std::string report_of(const std::string& path, bool replay_thread) {
-  an::LoadedTrace trace = an::load_trace(path, {}, replay_thread);
+// The report of one trace loaded on `cores` cores (load.h: with or without the replay thread and,
+// format 3, read threads).
+std::string report_of(const std::string& path, unsigned cores) {
+  an::LoadedTrace trace = an::load_trace(path, {}, cores);
   an::Report r;
   r.processes.push_back(an::analyze_trace(trace, an::AnalyzeOptions{}, nullptr));
   return an::report_json(r).dump();
@@ -693,9 +694,9 @@ TraceBuilder mix_trace(gf::Version version) {
   return t;
 }
 
-std::string error_of(const std::string& path, bool replay_thread) {
+std::string error_of(const std::string& path, unsigned cores) {
   try {
-    an::load_trace(path, {}, replay_thread);
+    an::load_trace(path, {}, cores);
   } catch (const an::TraceError& e) {
     return e.what();
   }
@@ -708,8 +709,8 @@ TEST(Replay, AReplayThreadGivesTheSameReport) {
   TempDir dir;
   TraceBuilder t = mix_trace(gf::kVersion);
   const std::string path = t.write(dir.file("mix.trace"));
-  const std::string one = report_of(path, false);
-  EXPECT_EQ(report_of(path, true), one);
+  const std::string one = report_of(path, 1);
+  for (unsigned cores : {2u, 3u, 5u}) EXPECT_EQ(report_of(path, cores), one) << cores << " cores";
   EXPECT_NE(one.find("\"failed_allocations\":60"), std::string::npos) << one.substr(0, 2000);
 
   // A malformed timed record of a 2.0 file: the same one-line error either way (the reader decodes
@@ -721,9 +722,9 @@ TEST(Replay, AReplayThreadGivesTheSameReport) {
           std::string_view("\x05\x01\x00\x00\x01\x09", 6));
   for (uint64_t i = 0; i < 20'000; ++i) bad.alloc(0x100000 + i * 4096, 64);
   const std::string bad_path = bad.write(dir.file("bad.trace"));
-  const std::string error = error_of(bad_path, false);
+  const std::string error = error_of(bad_path, 1);
   EXPECT_NE(error.find("malformed record"), std::string::npos) << error;
-  EXPECT_EQ(error_of(bad_path, true), error);
+  EXPECT_EQ(error_of(bad_path, 2), error);
 
   // A Python stack defined after an autograd-thread allocation looked for it: the loader reads the
   // file again, buffered; same report either way.
@@ -739,7 +740,7 @@ TEST(Replay, AReplayThreadGivesTheSameReport) {
   late.add(gf::PyStackRecord{7, 1, &frame});
   late.end();
   const std::string late_path = late.write(dir.file("late.trace"));
-  EXPECT_EQ(report_of(late_path, true), report_of(late_path, false));
+  EXPECT_EQ(report_of(late_path, 3), report_of(late_path, 1));
 }
 
 namespace {
@@ -765,20 +766,20 @@ TEST(Replay, Format11And20GiveTheSameReport) {
   TempDir dir;
   const std::string v11 = mix_trace(gf::kVersion1_1).write(dir.file("v11.trace"));
   const std::string v20 = mix_trace(gf::kVersion2_0).write(dir.file("v20.trace"));
-  auto json_of = [](const std::string& path, bool replay_thread) {
-    an::LoadedTrace trace = an::load_trace(path, {}, replay_thread);
+  auto json_of = [](const std::string& path, unsigned cores) {
+    an::LoadedTrace trace = an::load_trace(path, {}, cores);
     an::Report r;
     r.processes.push_back(an::analyze_trace(trace, an::AnalyzeOptions{}, nullptr));
     return an::report_json(r);
   };
-  const nlohmann::json a = json_of(v11, false), b = json_of(v20, false);
+  const nlohmann::json a = json_of(v11, 1), b = json_of(v20, 1);
   EXPECT_EQ(a["processes"][0]["format_version"], "1.1");
   EXPECT_EQ(b["processes"][0]["format_version"], "2.0");
   EXPECT_GT(b["processes"][0]["trace_bytes"].get<uint64_t>(),
             a["processes"][0]["trace_bytes"].get<uint64_t>());
   EXPECT_GT(a["processes"][0]["summary"]["allocations"].get<uint64_t>(), 20'000u);
   EXPECT_EQ(without_file_fields(a).dump(), without_file_fields(b).dump());
-  EXPECT_EQ(without_file_fields(json_of(v20, true)).dump(), without_file_fields(a).dump());
+  EXPECT_EQ(without_file_fields(json_of(v20, 2)).dump(), without_file_fields(a).dump());
   // The whole analysis (analyze(): the CLI's path), too.
   EXPECT_EQ(without_file_fields(an::report_json(an::analyze({v11}))).dump(),
             without_file_fields(an::report_json(an::analyze({v20}))).dump());
@@ -801,7 +802,7 @@ TEST(Replay, Format11And20GiveTheSameReport) {
     f.address = 0x5000;
     t.add(f);
     t.at(2'100'000'000).end();
-    return json_of(t.write(dir.file(name)), false);
+    return json_of(t.write(dir.file(name)), 1);
   };
   const nlohmann::json la = late(gf::kVersion1_1, "late11.trace"),
                        lb = late(gf::kVersion2_0, "late20.trace");

@@ -92,6 +92,9 @@ struct TraceIntegrity {
   }
 };
 
+// The CPUs this process may run on (taskset, cgroups' cpusets), not those of the machine.
+unsigned usable_cores();
+
 // "complete", "unchecked (format 2)", "incomplete", "damaged", "write-failed".
 std::string integrity_name(const TraceIntegrity&, Version);
 
@@ -141,6 +144,10 @@ class TraceReader {
 
   const std::string& path() const;
   Version version() const;
+  // Format 3: how many threads check and decompress blocks ahead of the read (0: the reading
+  // thread does it, a block at a time). Unset: by the cores this process may use, leaving one to
+  // the read and one to the caller. GPUMEMSHIM_READ_THREADS overrides both.
+  void set_read_threads(unsigned n);
 
   // Reads every record into `sink` (see above). Throws TraceReadError for a malformed record;
   // what the sink throws passes through. A truncated last record ends the read (counts() says so).
