@@ -1,26 +1,28 @@
 #!/usr/bin/env python3
-"""Writes a format 3.0 trace's records as a 2.0 trace (the same records after a 16-byte header):
-the same recorded events for a build from before format 3, for side-by-side timings
-(bench/shim_trace_throughput.sh).
+"""Rewrites a format 3 trace as format 2.0: the same records, unframed after a 16-byte 2.0 header
+(a 3.x block's payload is 2.0's records, docs/trace-format.md), so that the analyzer's time on a
+trace the shim wrote can be set beside its time on the same records without blocks, checksums and
+zstd, and beside a build from before format 3 (bench/analyzer_throughput.sh, docs/benchmarks.md
+"2.0 against 3.x").
 
     python3 bench/trace_to_v2.py IN.trace OUT.trace
-"""
+
+Blocks are read as tests/integration/trace_records.py reads them (a block cut short ends the
+copy); the End record is kept, so the 2.0 trace reads as "unchecked (format 2)"."""
 import pathlib
+import struct
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "integration"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "integration"))
 import trace_records  # noqa: E402  (the tests' reader of format 3's blocks)
 
-
-def main():
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
-    src, dst = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-    with dst.open("wb") as out:
-        out.write(b"GMSTRACE" + (2).to_bytes(2, "little") + (0).to_bytes(2, "little") + bytes(4))
-        for block in trace_records.blocks(src):
-            out.write(block["payload"])
-
-
-if __name__ == "__main__":
-    main()
+if len(sys.argv) != 3:
+    sys.exit(__doc__.split("\n\n")[1].strip())
+source, target = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+(major, _), _, _ = trace_records.header(source)
+if major != 3:
+    sys.exit(f"{source}: format {major}, not 3")
+with open(target, "wb") as out:
+    out.write(b"GMSTRACE" + struct.pack("<HHI", 2, 0, 0))
+    for block in trace_records.blocks(source):
+        out.write(block["payload"])
