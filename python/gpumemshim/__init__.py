@@ -104,11 +104,13 @@ def active():
 
 
 def pause():
-    """Stops recording until resume(): the program runs on, its events are not in the trace. For
-    measuring the shim's own cost step by step in one process (tests/gpu/overhead.py)."""
+    """Stops recording until resume(): the program runs on, its events are not in the trace, and
+    its tensors are not tagged with their memory categories. For measuring the shim's own cost step
+    by step in one process (tests/gpu/overhead.py)."""
     api = _lookup()
     if api:
         api.pause(1)
+        _set_tagging_paused(True)
 
 
 def resume():
@@ -116,6 +118,16 @@ def resume():
     api = _lookup()
     if api:
         api.pause(0)
+        _set_tagging_paused(False)
+
+
+def _set_tagging_paused(paused):
+    try:
+        from gpumemshim import _categories
+
+        _categories.set_paused(paused)
+    except Exception:
+        pass
 
 
 def step(name=None):

@@ -59,6 +59,7 @@ class Tagger:
     _MIN_PRUNE = 1024
 
     def __init__(self, tags, tensor_type):
+        self.paused = False  # set_paused: nothing is looked at or told meanwhile
         self._tags = tags
         self._batch = []
         self._tensor_type = tensor_type
@@ -69,6 +70,8 @@ class Tagger:
 
     def tensor(self, t, category):
         """Tags the block of t unless it was told already; never raises."""
+        if self.paused:
+            return
         self._add(t, category)
         self._flush()
 
@@ -102,6 +105,8 @@ class Tagger:
 
     def optimizer(self, opt):
         """Parameters, gradients and state of one optimizer, after its step (see FULL_EVERY)."""
+        if self.paused:
+            return
         try:
             self._optimizers.add(opt)
             steps = self._steps.get(opt, 0) + 1
@@ -129,7 +134,9 @@ class Tagger:
     def new_optimizer(self, opt):
         """An optimizer just made: its parameters (before any step tells them)."""
         try:
-            self._optimizers.add(opt)
+            self._optimizers.add(opt)  # also while paused: gradients() looks at it later
+            if self.paused:
+                return
             for group in opt.param_groups:
                 for p in group["params"]:
                     self._add(p, PARAMETER)
@@ -139,6 +146,8 @@ class Tagger:
 
     def gradients(self):
         """The gradients of every known optimizer's parameters (after a backward pass)."""
+        if self.paused:
+            return
         try:
             add = self._add
             for opt in list(self._optimizers):
@@ -190,6 +199,16 @@ def _shim_tags():
     return tags
 
 
+_installed = None  # install()'s Tagger
+
+
+def set_paused(paused):
+    """While the shim is paused (gpumemshim.pause()) nothing is tagged: the blocks made then are
+    not in the trace, and the program should not pay for telling them."""
+    if _installed is not None:
+        _installed.paused = bool(paused)
+
+
 def install(tags=None):
     """A Tagger for this process, with torch.optim.Optimizer's constructor wrapped to tell each new
     optimizer's parameters; None when categories are off, torch is not loaded or the shim is
@@ -203,8 +222,10 @@ def install(tags=None):
     tags = tags or _shim_tags()
     if tags is None:
         return None
+    global _installed
     tagger = Tagger(tags, tensor_type)
     _wrap_optimizer_init(tagger)
+    _installed = tagger
     return tagger
 
 

@@ -9,8 +9,9 @@ Configurations (the driver, run_overhead.py, starts one process per configuratio
   torch (torch.cuda.memory._record_memory_history(stacks="python")),
   profiler (the steps inside torch.profiler.profile(profile_memory=True, with_stack=True,
   record_shapes=True): what torch.profiler's memory timeline needs).
-  interleaved (under the shim): the three alternate step by step in this one process, the shim
-  paused (gpumemshim.pause()) for base and torch steps.
+  interleaved (under the shim): base, shim, shim-nocat and torch alternate step by step in this one
+  process, the shim paused (gpumemshim.pause()) for base and torch steps, recording without the
+  memory categories' tagging for shim-nocat steps.
 Prints one JSON line per configuration: {"kind", "config", "median_ms", "steps", "allocs_per_step"}.
 Usage: python overhead.py KIND CONFIG STEPS"""
 import json
@@ -82,17 +83,21 @@ if config != "interleaved":
                       "steps": steps, "allocs_per_step": allocs}))
     sys.exit(0)
 
-# In one process under the shim, step by step: base (shim paused), shim (recording), torch
-# (shim paused, PyTorch's recorder on for that step only). Same process, same allocator state,
-# alternating every step: the machine's drift hits all three alike.
+# In one process under the shim, step by step: base (shim paused), shim (recording), shim-nocat
+# (recording, the categories' tagging paused), torch (shim paused, PyTorch's recorder on for that
+# step only). Same process, same allocator state, alternating every step: the machine's drift
+# hits all four alike.
 import gpumemshim  # noqa: E402  (the shim's boot copy; no-op without the shim)
+from gpumemshim import _categories  # noqa: E402
 
 assert gpumemshim.active(), "interleaved needs the shim"
-times = {"base": [], "shim": [], "torch": []}
-for i in range(3 * steps):
-    which = ("base", "shim", "torch")[i % 3]
-    if which == "shim":
+variants = ("base", "shim", "shim-nocat", "torch")
+times = {v: [] for v in variants}
+for i in range(len(variants) * steps):
+    which = variants[i % len(variants)]
+    if which.startswith("shim"):
         gpumemshim.resume()
+        _categories.set_paused(which == "shim-nocat")
     else:
         gpumemshim.pause()
     if which == "torch":

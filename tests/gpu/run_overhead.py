@@ -14,10 +14,11 @@ Configurations (GMS_OVERHEAD_CONFIGS, space-separated; base always runs):
   shim-nobridge the shim with GPUMEMSHIM_TORCH=0 (loaded, runtime hooks only, no tensor events)
   torch         torch.cuda.memory._record_memory_history(stacks="python")
   profiler      torch.profiler with its memory timeline's options
-  interleaved   base, shim and torch alternating step by step in one process under the shim
+  interleaved   base, shim, shim-nocat and torch alternating step by step in one process under the shim
 The shim-* rows split the record row's cost: being loaded (nobridge), the tensor events
 (nostack), their stacks (record - nostack), the categories (record - nocat).
 GMS_OVERHEAD_KINDS: step kinds (default "alloc compute optim", see overhead.py).
+GMS_INTERLEAVED_RUNS: how many interleaved processes (default 1), each 2 x STEPS steps a variant.
 Usage: run_overhead.py SHIM OUT.json [ROUNDS STEPS]   (the CLI is SHIM's ../bin/gpumemshim)"""
 import json
 import os
@@ -70,7 +71,8 @@ for kind in KINDS:
         for config in order:
             results += run_one(kind, config, r, steps)
     if "interleaved" in os.environ.get("GMS_OVERHEAD_CONFIGS", "interleaved"):
-        results += run_one(kind, "interleaved", 0, 2 * steps)
+        for r in range(int(os.environ.get("GMS_INTERLEAVED_RUNS", "1"))):
+            results += run_one(kind, "interleaved", r, 2 * steps)
 
 
 def quartiles(v):
@@ -86,7 +88,7 @@ for kind in KINDS:
     if not base_ms:
         continue
     base = statistics.median(base_ms)
-    names = list(CONFIGS) + ["in-process base", "in-process shim", "in-process torch"]
+    names = list(CONFIGS) + ["in-process " + v for v in ("base", "shim", "shim-nocat", "torch")]
     for config in names:
         ref = base
         if config.startswith("in-process"):

@@ -312,3 +312,38 @@ def test_a_new_tensor_where_a_dead_one_was_is_told_again(tagger, tags):
         pytest.skip("the interpreter gave no object the dead one's id")
     tagger.tensor(new, categories.GRADIENT)
     assert tags == [(0x2000, categories.GRADIENT)] * 2
+
+
+def test_a_paused_tagger_tells_nothing(tagger, tags):
+    p = FakeTensor(0x1000)
+    p.grad = FakeTensor(0x2000)
+    opt = FakeOptimizer([p])
+    tagger.paused = True
+    tagger.new_optimizer(opt)
+    tagger.optimizer(opt)
+    tagger.gradients()
+    tagger.tensor(FakeTensor(0x3000), categories.ACTIVATION)
+    assert tags == []
+    tagger.paused = False
+    tagger.gradients()  # the optimizer made while paused is known all the same
+    assert tags == [(0x2000, categories.GRADIENT)]
+
+
+def test_pausing_the_shim_pauses_the_tagging(monkeypatch, tagger, tags):
+    import types
+
+    import gpumemshim
+
+    states = []
+    monkeypatch.setattr(gpumemshim, "_lookup", lambda: types.SimpleNamespace(pause=states.append))
+    monkeypatch.setattr(categories, "_installed", tagger)
+    p = FakeTensor(0x1000)
+    p.grad = FakeTensor(0x2000)
+    opt = FakeOptimizer([p])
+    tagger.new_optimizer(opt)
+    gpumemshim.pause()
+    tagger.gradients()  # a backward pass while paused: its gradients are not in the trace
+    assert tags == [(0x1000, categories.PARAMETER)]
+    gpumemshim.resume()
+    tagger.gradients()
+    assert tags[-1] == (0x2000, categories.GRADIENT) and states == [1, 0]
