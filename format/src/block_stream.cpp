@@ -296,7 +296,7 @@ void BlockStream::release(uint64_t upto) {
   std::unique_lock lock(mu_, std::defer_lock);
   if (!workers_.empty()) lock.lock();
   for (upto = upto / kHugePage * kHugePage; released_ < upto; released_ += kHugePage) {
-    if (kept_pages_.size() < kAhead / kHugePage)
+    if (kept_pages_.size() < kKeptPages)
       kept_pages_.push_back(released_);
     else
       drop_page(released_);

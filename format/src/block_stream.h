@@ -119,6 +119,9 @@ class BlockStream {
   static constexpr uint64_t kAhead = 32ull << 20;
   // Decompressed bytes up to which the reader takes the blocks itself, whatever the cores.
   static constexpr uint64_t kInline = 1ull << 20;
+  // Released pages kept for the next blocks: the reader releases a few megabytes at a time (the
+  // trace reader's kReleaseEvery), and the blocks written meanwhile take them.
+  static constexpr size_t kKeptPages = 8;
 
  public:
   // The region's alignment, and the unit in which the reader gives its pages back.

@@ -150,7 +150,7 @@ class ReadPass {
 
  private:
   static constexpr size_t kHotRun = 4 << 10;
-  static constexpr uint64_t kReleaseEvery = 32ull << 20;
+  static constexpr uint64_t kReleaseEvery = 8ull << 20;
   static constexpr uint64_t kReadAhead = 16 << 10;
   static constexpr uint64_t kTouchEvery = 64 << 10, kTouchAhead = 256 << 10;
   static constexpr uint64_t kTellEvery = 1 << 20;
