@@ -258,12 +258,24 @@ TEST(TraceIntegrity, ARecordThatDoesNotDecodeDamagesOnlyItsBlock) {
   EXPECT_EQ(r.events.size(), 3u * 3);
 }
 
-// Blocks are checked and decompressed by the reader itself (one usable core, or
-// GPUMEMSHIM_READ_THREADS=0) or by worker threads that may finish out of order: the same events,
-// counts and verdicts either way, for whole, cut and damaged traces.
-TEST(TraceIntegrity, EveryNumberOfReadThreadsReadsTheSame) {
+namespace {
+
+// Reads `bytes` (cut at `limit`) with GPUMEMSHIM_READ_THREADS set to `threads` (unset: nullptr).
+Read read_with(TempDir& dir, const std::vector<uint8_t>& bytes, size_t limit, const char* threads) {
+  if (threads)
+    setenv("GPUMEMSHIM_READ_THREADS", threads, 1);
+  else
+    unsetenv("GPUMEMSHIM_READ_THREADS");
+  Read r = read_bytes(dir, bytes, limit);
+  unsetenv("GPUMEMSHIM_READ_THREADS");
+  return r;
+}
+
+// The trace whole, cut short, with each of `damaged` blocks' payload flipped, and with two of
+// them at once: each read the same by the reader alone, on one core, and with 1, 3 and 16 read
+// threads.
+void expect_the_same_whatever_the_threads(const TraceBuilder& t, const std::vector<size_t>& damaged) {
   TempDir dir;
-  TraceBuilder t = sample();
   const std::vector<uint8_t> whole = t.bytes();
   const std::vector<size_t>& blocks = t.block_offsets();
   std::vector<std::pair<std::vector<uint8_t>, size_t>> variants = {{whole, SIZE_MAX},
@@ -271,42 +283,66 @@ TEST(TraceIntegrity, EveryNumberOfReadThreadsReadsTheSame) {
   auto damage = [&](std::vector<uint8_t>& b, size_t block) {
     b[blocks[block] + gf::kBlockHeaderSize + 3] ^= 0x40;  // a payload byte: fails its checksum
   };
-  for (size_t k = 0; k < blocks.size(); ++k) {
+  for (size_t k : damaged) {
     std::vector<uint8_t> b = whole;
     damage(b, k);
     variants.emplace_back(b, SIZE_MAX);
   }
   std::vector<uint8_t> two = whole;
-  damage(two, 1);
-  damage(two, 4);
+  damage(two, damaged[1]);
+  damage(two, damaged[damaged.size() - 2]);
   variants.emplace_back(two, SIZE_MAX);
 
-  auto read_with = [&](const std::vector<uint8_t>& bytes, size_t limit, const char* threads) {
-    if (threads)
-      setenv("GPUMEMSHIM_READ_THREADS", threads, 1);
-    else
-      unsetenv("GPUMEMSHIM_READ_THREADS");
-    Read r = read_bytes(dir, bytes, limit);
-    unsetenv("GPUMEMSHIM_READ_THREADS");
-    return r;
-  };
   cpu_set_t all, one;
   ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
   CPU_ZERO(&one);
   CPU_SET(sched_getcpu(), &one);
   for (const auto& [bytes, limit] : variants) {
-    const Read inline_read = read_with(bytes, limit, "0");
+    const Read inline_read = read_with(dir, bytes, limit, "0");
     ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
-    const Read one_core = read_with(bytes, limit, nullptr);
+    const Read one_core = read_with(dir, bytes, limit, nullptr);
     ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
-    for (const Read& r : {one_core, read_with(bytes, limit, nullptr), read_with(bytes, limit, "1"),
-                          read_with(bytes, limit, "3"), read_with(bytes, limit, "16")}) {
+    for (const Read& r :
+         {one_core, read_with(dir, bytes, limit, nullptr), read_with(dir, bytes, limit, "1"),
+          read_with(dir, bytes, limit, "3"), read_with(dir, bytes, limit, "16")}) {
       EXPECT_EQ(r.events, inline_read.events);
       EXPECT_EQ(r.records, inline_read.records);
       EXPECT_EQ(r.integrity.status, inline_read.integrity.status);
       EXPECT_EQ(r.integrity.detail, inline_read.integrity.detail);
     }
   }
+}
+
+}  // namespace
+
+// Blocks are checked and decompressed by the reader itself (one usable core, or
+// GPUMEMSHIM_READ_THREADS=0) or by worker threads that may finish out of order: the same events,
+// counts and verdicts either way, for whole, cut and damaged traces.
+TEST(TraceIntegrity, EveryNumberOfReadThreadsReadsTheSame) {
+  TraceBuilder t = sample();
+  std::vector<size_t> every(t.block_offsets().size());
+  for (size_t k = 0; k < every.size(); ++k) every[k] = k;
+  expect_the_same_whatever_the_threads(t, every);
+}
+
+// A stream of many huge pages, whose pages the reader releases as it goes and the next blocks
+// reuse (block_stream.cpp): the same, with damaged blocks early, in the middle and last.
+TEST(TraceIntegrity, ALongStreamReadsTheSameWhateverTheThreads) {
+  TraceBuilder t;
+  t.blocks(2048);
+  t.process(42, "train.py").device(0, 80ull << 30).stack(1, {0x1000, 0x2000});
+  for (uint64_t i = 0; i < 400'000; ++i) {
+    const uint64_t address = 0x100000 + (i % 4096) * 0x1000;
+    if (i % 2 == 0)
+      t.alloc(address, 4096 + i % 977, 1);
+    else
+      t.free(address - 0x1000 * (i % 2));
+    if (i % 50'000 == 0) t.marker(gf::MarkerKind::kStep, "step");
+  }
+  t.end();
+  const size_t n = t.block_offsets().size();
+  ASSERT_GT(n, 100u);
+  expect_the_same_whatever_the_threads(t, {2, n / 3, n / 2, n - 2});
 }
 
 // Every single-byte flip, every cut and every 3-byte overwrite of a trace reads either exactly as
