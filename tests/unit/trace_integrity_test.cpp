@@ -274,7 +274,8 @@ Read read_with(TempDir& dir, const std::vector<uint8_t>& bytes, size_t limit, co
 // The trace whole, cut short, with each of `damaged` blocks' payload flipped, and with two of
 // them at once: each read the same by the reader alone, on one core, and with 1, 3 and 16 read
 // threads.
-void expect_the_same_whatever_the_threads(const TraceBuilder& t, const std::vector<size_t>& damaged) {
+void expect_the_same_whatever_the_threads(const TraceBuilder& t,
+                                          const std::vector<size_t>& damaged) {
   TempDir dir;
   const std::vector<uint8_t> whole = t.bytes();
   const std::vector<size_t>& blocks = t.block_offsets();
