@@ -93,8 +93,9 @@ int main(int argc, char** argv) {
       report
           ->add_option(
               "-j,--jobs", numbers.jobs,
-              "cores to use (default: all): traces analysed at once, and with cores to spare "
-              "each trace's replay on a thread of its own")
+              "cores to use (default: all this process may run on): traces analysed at once, "
+              "and with cores to spare each trace's decompression and replay on threads of their "
+              "own")
           ->type_name("N");
   report->add_flag("-q,--quiet", rep.quiet, "no progress line on stderr");
 

@@ -12,8 +12,9 @@ namespace gpumemshim::analyzer {
 struct AnalyzeOptions {
   const Suppressions* suppressions = nullptr;
   size_t max_frames = 32;
-  size_t jobs = 0;        // cores to use; 0: one per hardware thread. Traces are analysed at once
-                          // up to that; with cores to spare, each one's replay gets a thread
+  // Cores to use; 0: those this process may run on. Traces are analysed at once up to that; with
+  // cores to spare, each one gets read and replay threads (load.h).
+  size_t jobs = 0;
   bool progress = false;  // a progress line on stderr (when it is a terminal, after ~2 s)
   // Each process's memory over time (ProcessReport::timeline), made from the trace the analysis
   // loaded and its symbolized stacks, not from a second load.
