@@ -262,11 +262,13 @@ void BlockStream::check_next(std::unique_lock<std::mutex>& lock, ZSTD_DCtx* dctx
 
 // Under mu_: whether the next block may be claimed now, once it fits in kAhead (in the slots'
 // places: a damaged block before it moves it down later, so this errs on the side of less), or
-// when the reader has caught up.
+// when the reader has caught up with every block (the next one may be larger than kAhead). The
+// read threads catching up with their own claims is not enough: they decompress faster than the
+// reader analyses, and would run ahead of it without bound.
 bool BlockStream::may_claim() const {
   const size_t n = scan_.blocks.size();
   if (claimed_ == n) return false;
-  if (claimed_ == committed_) return true;
+  if (claimed_ == committed_ && consumed_ >= produced_) return true;
   const uint64_t lost = slots_[committed_].at - produced_;  // to damaged blocks so far
   return slots_[claimed_].at + scan_.blocks[claimed_].header.raw_size <= consumed_ + lost + kAhead;
 }

@@ -114,9 +114,6 @@ class BlockStream {
   bool block_is_good(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, uint32_t& end_index,
                      EndRecord& end);
 
-  // Decompressed bytes held ahead of the reader: a block larger than this is still taken once
-  // the reader has caught up.
-  static constexpr uint64_t kAhead = 32ull << 20;
   // Decompressed bytes up to which the reader takes the blocks itself, whatever the cores.
   static constexpr uint64_t kInline = 1ull << 20;
   // Released pages kept for the next blocks: the reader releases a few megabytes at a time (the
@@ -126,6 +123,9 @@ class BlockStream {
  public:
   // The region's alignment, and the unit in which the reader gives its pages back.
   static constexpr uint64_t kHugePage = 2ull << 20;
+  // Decompressed bytes held ahead of the reader: a block larger than this is still taken once
+  // the reader has caught up.
+  static constexpr uint64_t kAhead = 32ull << 20;
 
  private:
   const BlockScan& scan_;

@@ -2,12 +2,17 @@
 // of unknown, truncated and malformed input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "block_stream.h"
 #include "decoder.h"
 #include "gpumemshim/format/encoder.h"
 #include "gpumemshim/format/fixed_layout.h"
+#include "temp_dir.h"
 #include "trace_builder.h"
 
 namespace gf = gpumemshim::format;
@@ -706,4 +711,27 @@ TEST(FormatReader, NextHotFramesRunsOfHotRecordsAndStopsBeforeTheRest) {
   EXPECT_TRUE(hot.empty());
   ASSERT_EQ(v1.next(raw), gf::ReadStatus::kRecord);
   EXPECT_EQ(raw.type, gf::RecordType::kAlloc);
+}
+
+// Read threads decompress ahead of the reader only so far (BlockStream::kAhead): a stream whose
+// blocks decompress faster than the reader reads them (a repetitive loop's, two threads) must not
+// end up decompressed, and resident, whole while the reader stands still.
+TEST(BlockStream, ReadThreadsStayWithinTheirLeadOfTheReader) {
+  gpumemshim::testing::TempDir dir;
+  TraceBuilder t;
+  t.blocks(1024);
+  t.process(1, "app");
+  for (uint64_t i = 0; i < 800'000; ++i) t.alloc(0x100000, 4096).free(0x100000);
+  t.end();
+  gf::MappedFile file;
+  ASSERT_EQ(file.open(t.write(dir.file("t.trace"))), "");
+  const gf::BlockScan scan = gf::scan_blocks(file.bytes());
+  ASSERT_GT(scan.raw_bytes, 2 * gf::BlockStream::kAhead);
+  uint64_t largest = 0;
+  for (const gf::BlockRef& b : scan.blocks)
+    largest = std::max<uint64_t>(largest, b.header.raw_size);
+  gf::BlockStream stream(scan, file.bytes(), gf::kVersion, 2u);
+  ASSERT_GT(stream.wait_beyond(0), 0u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // as far ahead as they may go
+  EXPECT_LE(stream.wait_beyond(0), gf::BlockStream::kAhead + largest);
 }
