@@ -281,11 +281,8 @@ class Loader final : public fmtr::TraceSink {
 }  // namespace
 
 LoadThreads plan_threads(unsigned cores, bool compressed) {
-  constexpr unsigned kMostReadThreads = 4;  // beyond, the reader no longer waits for blocks
-  cores = std::max(cores, 1u);
   if (!compressed) return {.replay_thread = cores >= 2, .read_threads = 0};
-  if (cores < 3) return {.replay_thread = false, .read_threads = cores - 1};
-  return {.replay_thread = true, .read_threads = std::min(cores - 2, kMostReadThreads)};
+  return {.replay_thread = cores >= 3, .read_threads = fmtr::read_threads_for(cores)};
 }
 
 LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& site_groups,

@@ -22,12 +22,10 @@ namespace {
 
 // How many threads check and decompress blocks ahead of the reader: GPUMEMSHIM_READ_THREADS if
 // set (0: none, the reader does it; at most kMaxReadThreads), else none for a stream of at most
-// small_stream bytes, else the caller's choice, else one per usable core beyond the two that the
-// reader and its caller take (one with two cores), up to kDefaultReadThreads: more threads than
-// cores would take turns with the reader.
+// small_stream bytes, else the caller's choice, else read_threads_for(the usable cores).
 unsigned decompress_workers(uint64_t stream_bytes, uint64_t small_stream,
                             std::optional<unsigned> chosen) {
-  constexpr unsigned kDefaultReadThreads = 4, kMaxReadThreads = 64;
+  constexpr unsigned kMaxReadThreads = 64;
   if (const char* env = std::getenv("GPUMEMSHIM_READ_THREADS"); env && *env) {
     char* end = nullptr;
     const unsigned long n = std::strtoul(env, &end, 10);
@@ -36,8 +34,7 @@ unsigned decompress_workers(uint64_t stream_bytes, uint64_t small_stream,
   }
   if (stream_bytes <= small_stream) return 0;
   if (chosen) return std::min(*chosen, kMaxReadThreads);
-  const unsigned cores = usable_cores();
-  return cores < 2 ? 0 : std::clamp(cores - 2, 1u, kDefaultReadThreads);
+  return read_threads_for(usable_cores());
 }
 
 // The next offset at or after `from` where a block header verifies; SIZE_MAX if none.
@@ -113,6 +110,11 @@ unsigned usable_cores() {
   if (sched_getaffinity(0, sizeof set, &set) != 0)
     return std::max(1u, std::thread::hardware_concurrency());
   return static_cast<unsigned>(CPU_COUNT(&set));
+}
+
+unsigned read_threads_for(unsigned cores) {
+  constexpr unsigned kMostReadThreads = 4;
+  return cores < 2 ? 0 : std::clamp(cores - 2, 1u, kMostReadThreads);
 }
 
 BlockScan scan_blocks(std::span<const uint8_t> file) {
@@ -298,7 +300,7 @@ void BlockStream::release(uint64_t upto) {
   std::unique_lock lock(mu_, std::defer_lock);
   if (!workers_.empty()) lock.lock();
   for (upto = upto / kHugePage * kHugePage; released_ < upto; released_ += kHugePage) {
-    if (kept_pages_.size() < kKeptPages)
+    if (move_pages_ && kept_pages_.size() < kKeptPages)
       kept_pages_.push_back(released_);
     else
       drop_page(released_);
@@ -324,8 +326,10 @@ void BlockStream::back_pages(uint64_t end) {
       drop_page(from);  // empty now: merged into the released part's mapping
       continue;
     }
-    move_pages_ = false;
+    move_pages_ = false;  // and the pages kept for moves are given back
     drop_page(from);
+    for (uint64_t kept : kept_pages_) drop_page(kept);
+    kept_pages_.clear();
     // A move that failed after the destination was unmapped: mapped afresh, unless another
     // mapping took its place meanwhile (then nothing can be written there).
     if (mmap(to, kHugePage, PROT_READ | PROT_WRITE,

@@ -4,8 +4,9 @@
 // core or a stream of at most 1 MiB: the reader itself, a block at a time, as it gets to it; the
 // reader also takes the next block itself whenever it would otherwise wait for them), into
 // one anonymous mapping laid out contiguously in file order. The reader reads records there as it
-// reads a 2.x file, and releases the pages behind it: the queued events point into the mapping, so
-// a block's bytes stay where they were written until the reader lets them go.
+// reads a 2.x file, and releases the pages behind it (release), whose memory the next blocks
+// reuse: the queued events point into the mapping, so a block's bytes stay where they were
+// written until the reader lets them go.
 #pragma once
 #include <condition_variable>
 #include <cstdint>

@@ -219,11 +219,12 @@ class ReadPass {
       });
       if (upto > released_) {
         released_ = upto;
-        static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-        if (stream_)
+        if (stream_) {
           stream_->release(released_);
-        else
+        } else {
+          static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
           release_read_pages(bytes_, released_, page);
+        }
       }
     }
     // The hardware's prefetcher stops at each 4 KiB page of the mapping: reading ahead across

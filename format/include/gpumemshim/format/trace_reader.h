@@ -94,6 +94,10 @@ struct TraceIntegrity {
 
 // The CPUs this process may run on (taskset, cgroups' cpusets), not those of the machine.
 unsigned usable_cores();
+// The read threads that `cores` cores give a format 3 read: one per core beyond the two that the
+// reading thread and its caller take (one with two cores, none with one), at most 4 (beyond, the
+// reader no longer waits for blocks): more threads than cores would take turns with the reader.
+unsigned read_threads_for(unsigned cores);
 
 // "complete", "unchecked (format 2)", "incomplete", "damaged", "write-failed".
 std::string integrity_name(const TraceIntegrity&, Version);
