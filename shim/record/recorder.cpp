@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <new>
 
@@ -190,6 +191,10 @@ uint64_t mark_time(uint64_t cut) {
 constexpr uint64_t kOverdueNs = kFlushIntervalNs + kFlushIntervalNs / 2;
 std::atomic<uint64_t> g_flush_due{UINT64_MAX};
 
+// Bumped after every ordered flush: a thread whose ring is full waits on it (a futex word) for the
+// flush in progress, which takes its records too (make_room).
+std::atomic<uint32_t> g_flushes_done{0};
+
 // One ordered flush with its mark, cut now. The caller holds g_ordered_lock and checked that the
 // End block is not being written. Returns what flush_in_time_order does.
 bool ordered_flush() {
@@ -197,6 +202,8 @@ bool ordered_flush() {
   const fmtrec::FlushRecord flush{mark_time(cut)};
   const bool others = flush_in_time_order(cut, &flush, false);
   g_flush_due.store(cut + kOverdueNs, std::memory_order_relaxed);
+  g_flushes_done.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, &g_flushes_done, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
   return others;
 }
 
@@ -428,15 +435,36 @@ inline ThreadState* recording_thread() {
   return flushed;
 }
 
+// How long a thread with a full ring waits for the flushes in progress before it writes its ring
+// on its own, out of time order with the other threads'. A flush takes as long as its write: on a
+// slow or loaded disk, tens of ms. The thread would wait as long for the file's writer anyway; the
+// bound is only for a flusher that stopped making progress.
+constexpr uint64_t kFullRingWaitNs = 2'000'000'000;
+
+// Until the flush after `seen` is done, or 10 ms.
+void wait_for_a_flush(uint32_t seen) {
+  timespec ts{0, 10'000'000};
+  syscall(SYS_futex, &g_flushes_done, FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+}
+
 // Room for n bytes in s's full ring. It goes out with every other ring in time order, by this
-// thread or by whoever is flushing (who takes this ring too); written on its own, out of time order
-// with the other threads', only when that does not come within a while.
+// thread or by whoever is flushing (who takes this ring too: the thread waits for that flush's
+// write rather than spinning, which on a slow disk would run out long before the write ends);
+// written on its own, out of time order with the other threads', only when no flush frees it
+// within kFullRingWaitNs.
 [[gnu::noinline]] void make_room(ThreadState* s, size_t n) {
-  constexpr int kTries = 1000;  // yields: a few ms, much longer than any flush's take
-  if (s->registered && g_flusher_running.load(std::memory_order_acquire) &&
-      !g_finalized.load(std::memory_order_relaxed))
-    for (int i = 0; i < kTries && !s->ring.has_room(n); ++i)
-      if (!flush_for_the_flusher()) sched_yield();
+  uint64_t deadline = 0;
+  while (!s->ring.has_room(n) && s->registered &&
+         g_flusher_running.load(std::memory_order_acquire) &&
+         !g_finalized.load(std::memory_order_relaxed)) {
+    const uint32_t seen = g_flushes_done.load(std::memory_order_acquire);
+    const uint64_t now = monotonic_ns();
+    if (deadline == 0)
+      deadline = now + kFullRingWaitNs;
+    else if (now >= deadline)
+      break;
+    if (!flush_for_the_flusher()) wait_for_a_flush(seen);
+  }
   if (!s->ring.has_room(n)) s->ring.drain(g_file.blocks());
 }
 

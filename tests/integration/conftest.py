@@ -12,6 +12,7 @@ SHIM = BUILD / "lib" / "libgpumemshim.so"
 CLI = BUILD / "bin" / "gpumemshim"
 FAKECUDA = BUILD / "tests" / "fakecuda"
 SCENARIOS = BUILD / "tests" / "integration" / "cuda_scenarios"
+SLOW_WRITES = BUILD / "tests" / "integration" / "libslow_writes.so"
 STATIC_LIKE = BUILD / "tests" / "integration" / "static_cudart_like"
 VMM = BUILD / "tests" / "integration" / "vmm_scenarios"
 NVTX_APP = BUILD / "tests" / "integration" / "nvtx_app"
@@ -36,10 +37,11 @@ def base_env(**extra):
     return env
 
 
-def shim_preload():
-    """LD_PRELOAD for a program under the shim. Sanitizer builds load their runtime first."""
+def shim_preload(*before_shim):
+    """LD_PRELOAD for a program under the shim, with before_shim's libraries ahead of it.
+    Sanitizer builds load their runtime first."""
     runtime = os.environ.get("GPUMEMSHIM_TEST_PRELOAD")
-    return f"{runtime} {SHIM}" if runtime else str(SHIM)
+    return " ".join(str(p) for p in ([runtime] if runtime else []) + [*before_shim, SHIM])
 
 
 def cli_env():
@@ -52,10 +54,10 @@ class Run:
     def __init__(self, tmp_path):
         self.dir = tmp_path
 
-    def program(self, args, shim=True, timeout=120, **env):
+    def program(self, args, shim=True, timeout=120, before_shim=(), **env):
         e = base_env(**env)
         if shim:
-            e["LD_PRELOAD"] = shim_preload()
+            e["LD_PRELOAD"] = shim_preload(*before_shim)
             e.setdefault("GPUMEMSHIM_OUTPUT", str(self.dir / "app.%p.trace"))
         return subprocess.run([str(a) for a in args], env=e, capture_output=True, text=True,
                               timeout=timeout, cwd=self.dir)
