@@ -66,6 +66,9 @@ class BlockWriter {
   // End of the exec attempt in the middle and the one of the real end last).
   void reopen_after_end();
 
+  // A block is being written now (a hint: the file is making progress, however slowly).
+  bool writing() const { return lock_.held(); }
+
   bool failed() const { return write_error_.load(std::memory_order_relaxed) != 0; }
   uint32_t write_error() const { return write_error_.load(std::memory_order_relaxed); }
 

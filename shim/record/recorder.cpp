@@ -201,7 +201,9 @@ bool ordered_flush() {
   const uint64_t cut = monotonic_ns() - g_start_mono_ns;
   const fmtrec::FlushRecord flush{mark_time(cut)};
   const bool others = flush_in_time_order(cut, &flush, false);
-  g_flush_due.store(cut + kOverdueNs, std::memory_order_relaxed);
+  // Counted from the end of the write: a flush that waited on a slow disk is not late, and a
+  // recording thread that took the next one over would put the disk's wait on the program.
+  g_flush_due.store(monotonic_ns() - g_start_mono_ns + kOverdueNs, std::memory_order_relaxed);
   g_flushes_done.fetch_add(1, std::memory_order_release);
   syscall(SYS_futex, &g_flushes_done, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
   return others;
@@ -263,7 +265,9 @@ void* flusher_main(void*) {
     // clock before and buffered it after its ring was taken; the mark is early enough for those
     // (in_flight.h). So the analyzer can order everything up to a mark without waiting for more
     // (a one-thread trace would otherwise be held for the analyzer's whole idle window).
-    g_ordered_lock.lock();
+    // Taken: a recording thread is flushing in our place (late, or its buffer full), and its flush
+    // takes every ring; waiting for it would only spin for as long as its write takes.
+    if (!g_ordered_lock.try_lock()) continue;
     if (!g_ending.load(std::memory_order_acquire)) {
       active = ordered_flush();
       g_file.write_new_modules();
@@ -436,9 +440,11 @@ inline ThreadState* recording_thread() {
 }
 
 // How long a thread with a full ring waits for the flushes in progress before it writes its ring
-// on its own, out of time order with the other threads'. A flush takes as long as its write: on a
-// slow or loaded disk, tens of ms. The thread would wait as long for the file's writer anyway; the
-// bound is only for a flusher that stopped making progress.
+// on its own, out of time order with the other threads', unless a block is being written then. A
+// flush takes as long as its write: on a slow or stalled disk, from tens of ms to seconds, and the
+// thread's own write would only queue behind it (one write per ring instead of one per flush). The
+// bound is for a flusher held up elsewhere: scanning the modules under the loader's lock, which a
+// thread waiting here may hold (a library's constructor that allocates during dlopen).
 constexpr uint64_t kFullRingWaitNs = 2'000'000'000;
 
 // Until the flush after `seen` is done, or 10 ms.
@@ -448,21 +454,24 @@ void wait_for_a_flush(uint32_t seen) {
 }
 
 // Room for n bytes in s's full ring. It goes out with every other ring in time order, by this
-// thread or by whoever is flushing (who takes this ring too: the thread waits for that flush's
-// write rather than spinning, which on a slow disk would run out long before the write ends);
+// thread or by whoever is flushing (who takes this ring too: the thread sleeps until that flush's
+// write ends rather than spinning, which on a slow disk would run out long before the write ends);
 // written on its own, out of time order with the other threads', only when no flush frees it
-// within kFullRingWaitNs.
+// within kFullRingWaitNs and no block is being written.
 [[gnu::noinline]] void make_room(ThreadState* s, size_t n) {
   uint64_t deadline = 0;
+  uint32_t seen = 0;
   while (!s->ring.has_room(n) && s->registered &&
          g_flusher_running.load(std::memory_order_acquire) &&
          !g_finalized.load(std::memory_order_relaxed)) {
-    const uint32_t seen = g_flushes_done.load(std::memory_order_acquire);
+    const uint32_t done = g_flushes_done.load(std::memory_order_acquire);
     const uint64_t now = monotonic_ns();
-    if (deadline == 0)
+    if (deadline == 0 || done != seen) {  // a flush ended: the file makes progress
+      seen = done;
       deadline = now + kFullRingWaitNs;
-    else if (now >= deadline)
+    } else if (now >= deadline && !g_file.blocks().writing()) {
       break;
+    }
     if (!flush_for_the_flusher()) wait_for_a_flush(seen);
   }
   if (!s->ring.has_room(n)) s->ring.drain(g_file.blocks());
