@@ -191,6 +191,16 @@ uint64_t mark_time(uint64_t cut) {
 constexpr uint64_t kOverdueNs = kFlushIntervalNs + kFlushIntervalNs / 2;
 std::atomic<uint64_t> g_flush_due{UINT64_MAX};
 
+// A futex word's waits and wakes (no lock: the word says what changed).
+void futex_wake(std::atomic<uint32_t>& word, int waiters) {
+  syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, waiters, nullptr, nullptr, 0);
+}
+// Until the word is no longer `seen` (at once when it already changed), or timeout_ns.
+void futex_wait(std::atomic<uint32_t>& word, uint32_t seen, long timeout_ns) {
+  timespec ts{timeout_ns / 1'000'000'000, timeout_ns % 1'000'000'000};
+  syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+}
+
 // Bumped after every ordered flush: a thread whose ring is full waits on it (a futex word) for the
 // flush in progress, which takes its records too (make_room).
 std::atomic<uint32_t> g_flushes_done{0};
@@ -205,7 +215,7 @@ bool ordered_flush() {
   // recording thread that took the next one over would put the disk's wait on the program.
   g_flush_due.store(monotonic_ns() - g_start_mono_ns + kOverdueNs, std::memory_order_relaxed);
   g_flushes_done.fetch_add(1, std::memory_order_release);
-  syscall(SYS_futex, &g_flushes_done, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+  futex_wake(g_flushes_done, INT32_MAX);
   return others;
 }
 
@@ -240,15 +250,12 @@ std::atomic<uint32_t> g_flush_wakes{0};
 
 void wake_flusher() {
   g_flush_wakes.fetch_add(1, std::memory_order_release);
-  syscall(SYS_futex, &g_flush_wakes, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  futex_wake(g_flush_wakes, 1);
 }
 
 // Until the next flush is due: kFlushIntervalNs, or sooner when a ring wakes us (a wake that came
 // while we were flushing returns at once: the word changed since `seen`, read before the flush).
-void wait_for_flush(uint32_t seen) {
-  timespec ts{0, kFlushIntervalNs};
-  syscall(SYS_futex, &g_flush_wakes, FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
-}
+void wait_for_flush(uint32_t seen) { futex_wait(g_flush_wakes, seen, kFlushIntervalNs); }
 
 void* flusher_main(void*) {
   uint32_t seen = g_flush_wakes.load(std::memory_order_acquire);
@@ -447,11 +454,8 @@ inline ThreadState* recording_thread() {
 // thread waiting here may hold (a library's constructor that allocates during dlopen).
 constexpr uint64_t kFullRingWaitNs = 2'000'000'000;
 
-// Until the flush after `seen` is done, or 10 ms.
-void wait_for_a_flush(uint32_t seen) {
-  timespec ts{0, 10'000'000};
-  syscall(SYS_futex, &g_flushes_done, FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
-}
+// Until the flush after `seen` has written its block, or 10 ms.
+void wait_for_flush_end(uint32_t seen) { futex_wait(g_flushes_done, seen, 10'000'000); }
 
 // Room for n bytes in s's full ring. It goes out with every other ring in time order, by this
 // thread or by whoever is flushing (who takes this ring too: the thread sleeps until that flush's
@@ -472,7 +476,7 @@ void wait_for_a_flush(uint32_t seen) {
     } else if (now >= deadline && !g_file.blocks().writing()) {
       break;
     }
-    if (!flush_for_the_flusher()) wait_for_a_flush(seen);
+    if (!flush_for_the_flusher()) wait_for_flush_end(seen);
   }
   if (!s->ring.has_room(n)) s->ring.drain(g_file.blocks());
 }

@@ -4,6 +4,21 @@ from conftest import SCENARIOS, SLOW_WRITES
 from trace_records import FLUSH, records
 
 
+def _events_behind_a_mark(trace):
+    """The marks' times (checked never to go back), the timed events, and how many of those come
+    after a mark newer than themselves (stragglers)."""
+    marks = []  # times of the marks read so far
+    events = stragglers = 0
+    for kind, time in records(trace):
+        if kind == FLUSH:
+            assert not marks or time >= marks[-1]
+            marks.append(time)
+        elif time is not None:
+            events += 1
+            stragglers += bool(marks) and time < marks[-1]
+    return marks, events, stragglers
+
+
 def test_every_record_after_a_mark_is_at_or_after_the_mark(run):
     """A mark's time is the earliest of the flusher's cut and the time of any record a thread is
     still making (shim/record/in_flight.h): a thread preempted between its clock read and its
@@ -14,15 +29,7 @@ def test_every_record_after_a_mark_is_at_or_after_the_mark(run):
     r = run.program([SCENARIOS, "threads", 8, 20000], timeout=300)
     assert r.returncode == 0, r.stderr
     [trace] = run.traces()
-    marks = []  # times of the marks read so far
-    events = stragglers = 0
-    for kind, time in records(trace):
-        if kind == FLUSH:
-            assert not marks or time >= marks[-1]
-            marks.append(time)
-        elif time is not None:
-            events += 1
-            stragglers += bool(marks) and time < marks[-1]
+    marks, events, stragglers = _events_behind_a_mark(trace)
     assert events == 2 * 8 * 20000
     assert stragglers <= events // 1000, f"{stragglers} of {events} events behind a mark"
     assert len(marks) >= 2, "the run spans several flush intervals"
@@ -32,8 +39,9 @@ def test_every_record_after_a_mark_is_at_or_after_the_mark(run):
 
 
 def _events_behind_in_their_flush(trace, threads):
-    """How many events come after a newer one of the same flush (between two marks). Also checks
-    that every thread's events keep their own order and that none is lost."""
+    """How many events come after a newer one of the same flush (between two marks), and how many
+    timed events there are. Also checks that every thread's events keep their own order and that
+    `threads` threads made them."""
     behind = events = 0
     newest = -1  # in the current flush
     last_by_thread = {}
@@ -85,12 +93,7 @@ def test_a_slow_disk_keeps_each_flush_in_time_order(run):
     behind, events = _events_behind_in_their_flush(trace, 8)
     assert events == 2 * 8 * 20000
     assert behind <= events // 100, f"{behind} of {events} events behind an earlier one of the flush"
-    marks, stragglers = [], 0
-    for kind, time in records(trace):
-        if kind == FLUSH:
-            marks.append(time)
-        elif time is not None:
-            stragglers += bool(marks) and time < marks[-1]
+    marks, _, stragglers = _events_behind_a_mark(trace)
     assert len(marks) >= 2, "the run spans several flushes"
     assert stragglers <= events // 1000, f"{stragglers} of {events} events behind a mark"
     assert trace.stat().st_size / events <= 8, "the flushes' blocks are compressed"
