@@ -182,10 +182,12 @@ class Loader final : public fmtr::TraceSink {
   }
   void module(const fmtr::ModuleRecord& r) override {
     t_.modules.push_back(ModuleInfo{std::string(r.path), std::string(r.build_id), r.load_bias, r.start, r.size});
+    if (t_.symbols) t_.symbols->module(t_.modules.back());
   }
   void stack(const fmtr::StackRecord& r) override {
     // The same stack may be defined twice (by two threads): identical frames, keep the first.
-    t_.stacks.try_emplace(r.id, r.frames, r.frames + r.frame_count);
+    const bool added = t_.stacks.try_emplace(r.id, r.frames, r.frames + r.frame_count).second;
+    if (added && t_.symbols) t_.symbols->stack(r.frames, r.frame_count);
   }
   bool py_stack(const fmtr::PyStackRecord& r) override {
     std::lock_guard lock(py_mutex_);
@@ -218,7 +220,9 @@ class Loader final : public fmtr::TraceSink {
   // Python stack known before the first event.
   void restart() override {
     pass_.reset();  // the worker first: it uses the trace
+    std::unique_ptr<SymbolWarmup> symbols = std::move(t_.symbols);  // the same modules again
     t_ = LoadedTrace{};
+    t_.symbols = std::move(symbols);
     no_python_yet_.clear();
     buffered_ = true;
     end_seen_ = 0;
@@ -281,8 +285,10 @@ class Loader final : public fmtr::TraceSink {
 }  // namespace
 
 LoadThreads plan_threads(unsigned cores, bool compressed) {
-  if (!compressed) return {.replay_thread = cores >= 2, .read_threads = 0};
-  return {.replay_thread = cores >= 3, .read_threads = fmtr::read_threads_for(cores)};
+  if (!compressed)
+    return {.replay_thread = cores >= 2, .read_threads = 0, .symbol_warmup = cores >= 2};
+  return {.replay_thread = cores >= 3, .read_threads = fmtr::read_threads_for(cores),
+          .symbol_warmup = cores >= 2};
 }
 
 LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& site_groups,
@@ -292,6 +298,7 @@ LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& sit
   fmtr::TraceReader reader = reading_trace([&] { return fmtr::TraceReader(path); });
   const LoadThreads plan = plan_threads(cores, fmtr::has_blocks(reader.version()));
   reader.set_read_threads(plan.read_threads);
+  if (plan.symbol_warmup) t.symbols = std::make_unique<SymbolWarmup>(is_shim_module);
   Loader loader(t, path, site_groups, plan.replay_thread);
   reading_trace([&] { reader.read(loader); });
   loader.finish(reader.counts());

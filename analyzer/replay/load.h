@@ -10,6 +10,7 @@
 #include "gpumemshim/format/trace_reader.h"
 #include "replay/model.h"
 #include "replay/replay.h"
+#include "symbolize/symbol_warmup.h"
 
 namespace gpumemshim::analyzer {
 
@@ -46,6 +47,9 @@ struct LoadedTrace {
   format::TraceIntegrity integrity;  // what the reader vouches for, once the read is done
   format::Version version;
   uint64_t end_time_ns = 0;
+  // The modules its stacks point into, opened on a spare core while it loaded; the first StackView
+  // takes them (null: no core to spare).
+  std::unique_ptr<SymbolWarmup> symbols;
   // When the trace ends: its End record, or its last event when later (or there is no End).
   uint64_t end_ns() const;
   double duration_s() const;
@@ -55,10 +59,12 @@ struct LoadedTrace {
 struct LoadThreads {
   bool replay_thread = false;  // the replay on a thread of its own (same result, sooner)
   unsigned read_threads = 0;   // format 3: threads that check and decompress blocks ahead
+  bool symbol_warmup = false;  // the stacks' modules opened ahead (SymbolWarmup), little CPU
 };
 // What `cores` cores are best spent on for one trace: a trace of compressed blocks (format 3)
 // first gets a read thread, whose decompression costs about what the replay does, then the
-// replay thread; any other trace, the replay thread.
+// replay thread; any other trace, the replay thread. With a second core, the symbols' warm-up,
+// which mostly waits and fits in the gaps the others leave.
 LoadThreads plan_threads(unsigned cores, bool compressed);
 
 // Throws TraceError("<path>: <reason>") for anything that is not a usable trace. site_groups: see

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpumemshim/analyzer/report.h"
@@ -28,6 +30,13 @@ class MarkerLog {
   uint64_t total_ = 0;
   uint64_t range_pushes_ = 0;
 };
+
+// True when the module's file name starts with "libgpumemshim": the shim's own frames, never shown.
+inline bool is_shim_module(const std::string& path) {
+  const std::string_view p = path;
+  const size_t slash = p.rfind('/');
+  return p.substr(slash == std::string_view::npos ? 0 : slash + 1).starts_with("libgpumemshim");
+}
 
 // True for kinds that are memory (leakable); false for address-space kinds.
 bool is_memory_kind(MemoryKind kind);

@@ -17,10 +17,6 @@ std::string_view base_name(std::string_view path) {
 }
 }  // namespace
 
-bool is_shim_module(const std::string& path) {
-  return base_name(path).starts_with("libgpumemshim");
-}
-
 // A statically linked cudart's functions carry no line information and are named cudaX / cuX /
 // cudart::... / __cudartNNN / libcudart_static_<hash>.
 bool is_cuda_internal(const Frame& f) {
@@ -174,7 +170,10 @@ std::vector<Frame> merge_python(const LoadedTrace& trace,
 }  // namespace
 
 StackView::StackView(const LoadedTrace& trace, size_t max_frames)
-    : trace_(trace), max_frames_(max_frames) {
+    : trace_(trace),
+      max_frames_(max_frames),
+      symbolizer_(trace.symbols ? trace.symbols->take() : Symbolizer()) {
+  // Those the warm-up had are in already, in the same order.
   for (const ModuleInfo& m : trace.modules) symbolizer_.add_module(m);
 }
 

@@ -66,8 +66,6 @@ class StackView {
   std::unordered_map<uint64_t, std::string> askers_;
 };
 
-// True when the module's file name starts with "libgpumemshim" (the shim's own frames).
-bool is_shim_module(const std::string& path);
 
 // True for frames inside CUDA itself (shared runtime or driver, a static cudart's internals, the
 // cudaMalloc<T> templates of cuda_runtime.h): dropped above the caller's first frame.

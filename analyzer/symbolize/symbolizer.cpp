@@ -135,6 +135,7 @@ struct Symbolizer::Impl {
     ModuleInfo info;
     uint64_t seq = 0;  // insertion order; later wins on overlap
     State state = State::kUnloaded;
+    bool prepared = false;  // prepare() came here
     DwflPtr dwfl;
     Dwfl_Module* mod = nullptr;
   };
@@ -354,6 +355,8 @@ std::vector<SourceFrame> Symbolizer::Impl::resolve(uint64_t pc, bool is_return_a
 
 Symbolizer::Symbolizer() : impl_(std::make_unique<Impl>()) {}
 Symbolizer::~Symbolizer() = default;
+Symbolizer::Symbolizer(Symbolizer&&) noexcept = default;
+Symbolizer& Symbolizer::operator=(Symbolizer&&) noexcept = default;
 
 void Symbolizer::add_module(const ModuleInfo& m) {
   try {
@@ -378,6 +381,23 @@ std::vector<SourceFrame> Symbolizer::symbolize(uint64_t pc, bool is_return_addre
     } catch (...) {
       return {};
     }
+  }
+}
+
+void Symbolizer::prepare(uint64_t pc) {
+  try {
+    Impl::Entry* e = impl_->find(pc);
+    if (e == nullptr || e->prepared) return;
+    e->prepared = true;
+    impl_->load(*e);
+    if (e->state != Impl::State::kTrusted) return;
+    Dwarf_Addr bias = 0;
+    // The debug sections (decompressed here when compressed), then the index of compilation units
+    // that the first address lookup builds, and the ELF symbol table the fallback names come from.
+    if (dwfl_module_getdwarf(e->mod, &bias) != nullptr) dwfl_module_addrdie(e->mod, pc, &bias);
+    dwfl_module_getsymtab(e->mod);
+  } catch (...) {
+    // Out of memory: symbolize() opens it when it gets there.
   }
 }
 

@@ -31,6 +31,8 @@ class Symbolizer {
   ~Symbolizer();
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
+  Symbolizer(Symbolizer&&) noexcept;
+  Symbolizer& operator=(Symbolizer&&) noexcept;
 
   void add_module(const ModuleInfo& m);  // may be called many times; same path+bias twice is a no-op
 
@@ -41,6 +43,11 @@ class Symbolizer {
   std::vector<SourceFrame> symbolize(uint64_t pc, bool is_return_address);
 
   const ModuleInfo* module_for(uint64_t pc) const;  // nullptr if none
+
+  // Opens the module holding pc and reads its DWARF, its address index and its symbol table now,
+  // as the first symbolize() in it would: for doing that ahead, on another thread (SymbolWarmup).
+  // Once per module; never throws.
+  void prepare(uint64_t pc);
 
  private:
   struct Impl;

@@ -113,6 +113,23 @@ def test_parallel_analysis_equals_sequential(run):
     assert report["summary"]["leaked_bytes"] == MIB
 
 
+def test_one_trace_reads_alike_on_any_number_of_cores(run):
+    """One trace, its load spread over the cores it is given (read, replay and the symbols' warm-up
+    threads): the same report, to the byte, as on one core."""
+    [trace] = run_ranks(run, [2], LEAK_RANK=2, STEPS=5)
+    outputs = {}
+    for jobs in ("1", "2", "4"):
+        for fmt in ("json", "text"):
+            r = run.cli("report", "--format", fmt, "--jobs", jobs, trace)
+            assert r.returncode == 0 and r.stderr == "", r.stderr
+            outputs[(jobs, fmt)] = r.stdout
+    assert outputs[("1", "json")] == outputs[("2", "json")] == outputs[("4", "json")]
+    assert outputs[("1", "text")] == outputs[("2", "text")] == outputs[("4", "text")]
+    [leak] = json.loads(outputs[("2", "json")])["leaks"]
+    assert leak["stack"][0]["file"].endswith("ranks_app.cpp")
+    assert leak["stack"][0]["line"] == site_line("rank leak", "ranks_app.cpp")
+
+
 def test_parallel_error_names_the_first_bad_trace(run):
     good = run_ranks(run, [0, 1])
     garbage = run.dir / "garbage.trace"

@@ -8,9 +8,16 @@
 #include <link.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
+
+#include "symbolize/symbol_warmup.h"
 
 using gpumemshim::analyzer::ModuleInfo;
 using gpumemshim::analyzer::SourceFrame;
@@ -250,6 +257,76 @@ TEST(Symbolizer, SharedLibraryFunctionGetsName) {
   ASSERT_FALSE(frames.empty());
   EXPECT_THAT(frames.back().module, HasSubstr("libc"));
   EXPECT_THAT(frames.back().function, HasSubstr("getpid")) << dump(frames);
+}
+
+}  // namespace
+
+namespace {
+
+// The pcs of this test's own functions, one of each kind above, and one in libc.
+std::vector<std::pair<uint64_t, bool>> sample_pcs() {
+  return {{reinterpret_cast<uint64_t>(&known_function), false},
+          {plain_caller(), true},
+          {outer_function(3), true},
+          {reinterpret_cast<uint64_t>(&::getpid), false}};
+}
+
+TEST(Symbolizer, PreparedModuleGivesTheSameFrames) {
+  Symbolizer cold, prepared;
+  add_all(cold);
+  add_all(prepared);
+  for (auto [pc, ra] : sample_pcs()) prepared.prepare(pc);
+  prepared.prepare(0x10);  // in no module: nothing to open
+  for (auto [pc, ra] : sample_pcs())
+    EXPECT_EQ(dump(prepared.symbolize(pc, ra)), dump(cold.symbolize(pc, ra)));
+}
+
+TEST(SymbolWarmup, TakenSymbolizerGivesWhatAColdOneGives) {
+  std::mutex mutex;
+  std::vector<std::string> asked;  // the modules the thread decided on
+  gpumemshim::analyzer::SymbolWarmup warmup([&](const std::string& path) {
+    std::lock_guard lock(mutex);
+    asked.push_back(path);
+    return path.find("libc.so") != std::string::npos;  // skipped: still symbolized once taken
+  });
+  for (const ModuleInfo& m : loaded_modules()) warmup.module(m);
+  std::vector<uint64_t> stack;
+  for (auto [pc, ra] : sample_pcs()) stack.push_back(pc);
+  warmup.stack(stack.data(), stack.size());
+  // The thread reaches this program's module: the symbolizer taken then has it open.
+  const std::string exe = self_exe();
+  for (int i = 0; i < 1000; ++i) {
+    {
+      std::lock_guard lock(mutex);
+      if (std::find(asked.begin(), asked.end(), exe) != asked.end()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  {
+    std::lock_guard lock(mutex);
+    ASSERT_NE(std::find(asked.begin(), asked.end(), exe), asked.end());
+  }
+  Symbolizer taken = warmup.take();
+  Symbolizer cold;
+  add_all(cold);
+  for (auto [pc, ra] : sample_pcs()) {
+    EXPECT_EQ(dump(taken.symbolize(pc, ra)), dump(cold.symbolize(pc, ra)));
+    ASSERT_NE(taken.module_for(pc), nullptr);
+  }
+  EXPECT_THAT(taken.symbolize(sample_pcs()[2].first, true)[0].function,
+              HasSubstr("inlined_helper"));
+  // Once: a second take has nothing, and what comes after it is ignored.
+  Symbolizer again = warmup.take();
+  EXPECT_EQ(again.module_for(sample_pcs()[0].first), nullptr);
+  warmup.stack(stack.data(), stack.size());
+}
+
+TEST(SymbolWarmup, EndsWithoutBeingTaken) {
+  // A load that fails before any report: the thread stops with the work it was given unfinished.
+  gpumemshim::analyzer::SymbolWarmup warmup([](const std::string&) { return false; });
+  for (const ModuleInfo& m : loaded_modules()) warmup.module(m);
+  std::vector<uint64_t> pcs(100000, reinterpret_cast<uint64_t>(&known_function));
+  for (int i = 0; i < 10; ++i) warmup.stack(pcs.data(), pcs.size());
 }
 
 }  // namespace
