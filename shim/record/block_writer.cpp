@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "../log.h"
+#include "gpumemshim/format/block_writer.h"
 #include "gpumemshim/format/encoder.h"
 
 namespace gpumemshim::shim {
@@ -62,7 +63,8 @@ bool Compressor::ensure_context() {
   if (context_failed_) return false;
   size_t size = ZSTD_estimateCCtxSize(kZstdLevel);
   void* mem = map_bytes(nullptr, 0, size);
-  cctx_ = mem ? ZSTD_initStaticCCtx(mem, size) : nullptr;
+  ZSTD_CCtx* cctx = mem ? ZSTD_initStaticCCtx(mem, size) : nullptr;
+  cctx_ = cctx && fmtrec::set_block_compression(cctx, kZstdLevel) ? cctx : nullptr;
   context_failed_ = cctx_ == nullptr;
   return cctx_ != nullptr;
 }
@@ -80,8 +82,7 @@ bool Compressor::ensure_output(size_t bound) {
 
 size_t Compressor::compress(const uint8_t* raw, size_t n) {
   if (n < kMinCompressBytes || !ensure_context() || !ensure_output(ZSTD_compressBound(n))) return 0;
-  size_t r =
-      ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(cctx_), out_, out_capacity_, raw, n, kZstdLevel);
+  size_t r = ZSTD_compress2(static_cast<ZSTD_CCtx*>(cctx_), out_, out_capacity_, raw, n);
   return ZSTD_isError(r) || r >= n ? 0 : r;
 }
 
