@@ -4,6 +4,7 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <unordered_set>
 #include <utility>
@@ -298,7 +299,13 @@ LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& sit
   fmtr::TraceReader reader = reading_trace([&] { return fmtr::TraceReader(path); });
   const LoadThreads plan = plan_threads(cores, fmtr::has_blocks(reader.version()));
   reader.set_read_threads(plan.read_threads);
-  if (plan.symbol_warmup) t.symbols = std::make_unique<SymbolWarmup>(is_shim_module);
+  if (plan.symbol_warmup) {
+    try {
+      t.symbols = std::make_unique<SymbolWarmup>(is_shim_module);
+    } catch (const std::system_error&) {
+      // No thread to be had: the report opens the modules itself, as on one core.
+    }
+  }
   Loader loader(t, path, site_groups, plan.replay_thread);
   reading_trace([&] { reader.read(loader); });
   loader.finish(reader.counts());
