@@ -41,7 +41,9 @@ if [ -n "${GPUMEMSHIM_BASELINE:-}" ]; then
   names+=("baseline $GPUMEMSHIM_BASELINE")
 fi
 gen="$build/bench/gen_trace"
-for tool in "${clis[@]}" "$gen" /usr/bin/time taskset; do
+needed=("${clis[@]}" /usr/bin/time taskset)
+for n in "${sizes[@]}"; do [ -f "$n" ] || needed+=("$gen"); done  # recorded traces need no generator
+for tool in "${needed[@]}"; do
   [ -x "$tool" ] || command -v "$tool" >/dev/null || { echo "missing $tool" >&2; exit 2; }
 done
 
