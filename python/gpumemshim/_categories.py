@@ -72,28 +72,37 @@ class Tagger:
         """Tags the block of t unless it was told already; never raises."""
         if self.paused:
             return
-        self._add(t, category)
+        self._add((t,), category)
         self._flush()
 
-    def _add(self, t, category):
-        """Adds the block of t to the batch unless it was told already; never raises."""
-        try:
-            key = id(t)
-            ptr = t.data_ptr()
-            seen = self._seen.get(key)
-            if seen is not None and seen[1] == ptr and seen[2] == category and seen[0]() is t:
-                return
-            if not ptr or not t.is_cuda:
-                return
-            base = _storage_address(t)
-            if not base:
-                return
-            self._batch.append((t.get_device(), base, category))
-            self._seen[key] = (weakref.ref(t), ptr, category)
-            if len(self._seen) > self._prune_at:
-                self._prune()
-        except Exception:
-            pass
+    def _add(self, tensors, category):
+        """Adds the blocks of tensors (None skipped) not told already to the batch; never raises.
+
+        One loop over all of a look's tensors, not a call per tensor: the per-gradient cost of a
+        backward pass is a few tensor calls, and a Python call per tensor would double it."""
+        seen, batch, ref = self._seen, self._batch, weakref.ref
+        told = seen.get
+        for t in tensors:
+            if t is None:
+                continue
+            try:
+                key = id(t)
+                ptr = t.data_ptr()
+                old = told(key)
+                if old is not None and old[1] == ptr and old[2] == category and old[0]() is t:
+                    continue
+                if not ptr or not t.is_cuda:
+                    continue
+                # A tensor at its storage's start (every gradient the engine makes) is the block's
+                # pointer itself; asking for the storage makes a Python object.
+                base = ptr if t.storage_offset() == 0 else _storage_address(t)
+                if base:
+                    batch.append((t.get_device(), base, category))
+                    seen[key] = (ref(t), ptr, category)
+            except Exception:
+                pass
+        if len(seen) > self._prune_at:
+            self._prune()
 
     def _flush(self):
         batch, self._batch = self._batch, []
@@ -113,20 +122,15 @@ class Tagger:
             self._steps[opt] = steps
             if steps > FULL_STEPS and steps % FULL_EVERY != 0:
                 return
-            tensor, tensor_type = self._add, self._tensor_type
+            tensor_type = self._tensor_type
+            params = [p for group in opt.param_groups for p in group["params"]]
+            self._add(params, PARAMETER)
+            self._add([p.grad for p in params], GRADIENT)
             state = getattr(opt, "state", None)
             get = getattr(state, "get", None)  # not state[p]: a defaultdict would grow an entry
-            for group in opt.param_groups:
-                for p in group["params"]:
-                    tensor(p, PARAMETER)
-                    grad = p.grad
-                    if grad is not None:
-                        tensor(grad, GRADIENT)
-                    entry = get(p) if get is not None else None
-                    if entry:
-                        for value in entry.values():
-                            if isinstance(value, tensor_type):
-                                tensor(value, OPTIMIZER_STATE)
+            if get is not None:
+                self._add([v for p in params for v in (get(p) or {}).values()
+                           if isinstance(v, tensor_type)], OPTIMIZER_STATE)
         except Exception:
             pass
         self._flush()
@@ -137,9 +141,7 @@ class Tagger:
             self._optimizers.add(opt)  # also while paused: gradients() looks at it later
             if self.paused:
                 return
-            for group in opt.param_groups:
-                for p in group["params"]:
-                    self._add(p, PARAMETER)
+            self._add([p for group in opt.param_groups for p in group["params"]], PARAMETER)
         except Exception:
             pass
         self._flush()
@@ -149,13 +151,8 @@ class Tagger:
         if self.paused:
             return
         try:
-            add = self._add
-            for opt in list(self._optimizers):
-                for group in opt.param_groups:
-                    for p in group["params"]:
-                        grad = p.grad
-                        if grad is not None:
-                            add(grad, GRADIENT)
+            self._add([p.grad for opt in list(self._optimizers) for group in opt.param_groups
+                       for p in group["params"]], GRADIENT)
         except Exception:
             pass
         self._flush()

@@ -26,6 +26,9 @@ class FakeTensor:
     def data_ptr(self):
         return self.address + self.offset
 
+    def storage_offset(self):
+        return self.offset // 4  # in elements of float32
+
     def get_device(self):
         return 0 if self.is_cuda else -1
 

@@ -28,6 +28,9 @@ class Tensor:
     def data_ptr(self):
         return self._address + self._offset
 
+    def storage_offset(self):
+        return self._offset // 4  # in elements of float32
+
     def get_device(self):
         return self._device
 
