@@ -21,7 +21,7 @@ namespace {
 
 // Blocks below this stay raw: zstd's frame overhead eats what it would save.
 constexpr size_t kMinCompressBytes = 512;
-constexpr int kZstdLevel = 1;
+constexpr int kZstdLevel = fmtrec::kBlockZstdLevel;
 void* map_bytes(void* old, size_t old_size, size_t size) {
   void* p = old ? mremap(old, old_size, size, MREMAP_MAYMOVE)
                 : mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

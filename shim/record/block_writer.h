@@ -22,8 +22,9 @@
 
 namespace gpumemshim::shim {
 
-// zstd level 1 with a static context and output buffer, both mmap'ed: no malloc, so it may run on
-// the exit path of any thread. One owner at a time (the flusher's ordered flush, or exit/exec).
+// zstd at the format's block level (kBlockZstdLevel) with a static context and output buffer,
+// both mmap'ed: no malloc, so it may run on the exit path of any thread. One owner at a time (the
+// flusher's ordered flush, or exit/exec).
 class Compressor {
  public:
   // Compresses raw into the internal buffer; returns the compressed size, or 0 when it could not
