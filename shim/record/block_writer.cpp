@@ -21,7 +21,6 @@ namespace {
 
 // Blocks below this stay raw: zstd's frame overhead eats what it would save.
 constexpr size_t kMinCompressBytes = 512;
-constexpr int kZstdLevel = fmtrec::kBlockZstdLevel;
 void* map_bytes(void* old, size_t old_size, size_t size) {
   void* p = old ? mremap(old, old_size, size, MREMAP_MAYMOVE)
                 : mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -61,10 +60,10 @@ uint32_t count_split(const SplitBytes& p, size_t n) {
 bool Compressor::ensure_context() {
   if (cctx_) return true;
   if (context_failed_) return false;
-  size_t size = ZSTD_estimateCCtxSize(kZstdLevel);
+  size_t size = ZSTD_estimateCCtxSize(fmtrec::kBlockZstdLevel);
   void* mem = map_bytes(nullptr, 0, size);
   ZSTD_CCtx* cctx = mem ? ZSTD_initStaticCCtx(mem, size) : nullptr;
-  cctx_ = cctx && fmtrec::set_block_compression(cctx, kZstdLevel) ? cctx : nullptr;
+  cctx_ = cctx && fmtrec::set_block_compression(cctx, fmtrec::kBlockZstdLevel) ? cctx : nullptr;
   context_failed_ = cctx_ == nullptr;
   return cctx_ != nullptr;
 }

@@ -20,8 +20,9 @@ namespace gpumemshim::format {
 
 // The zstd level every writer, the shim's included, compresses blocks at. Level -3 (zstd's fast
 // strategy sampling every fourth position) suits records of 44 and 48 bytes: against level 1 its
-// blocks decode in ~80-85 % of the time and compress in ~65 %, for ~12 % more bytes
-// (docs/benchmarks.md, "Trace size and decoding"); the reader's decoding is its cost on few cores.
+// blocks decode in ~80-85 % of the time and compress in ~65 %, for ~10-12 % more bytes
+// (docs/benchmarks.md, "Trace size and decoding"): decoding is what a compressed trace costs the
+// reader on few cores.
 inline constexpr int kBlockZstdLevel = -3;
 
 // How every writer compresses a block: zstd at `level` with the literals stored as they are, not
