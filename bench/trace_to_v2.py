@@ -2,7 +2,7 @@
 """Rewrites a format 3 trace as format 2.0: the same records, unframed after a 16-byte 2.0 header
 (a 3.x block's payload is 2.0's records, docs/trace-format.md), so that the analyzer's time on a
 trace the shim wrote can be set beside its time on the same records without blocks, checksums and
-zstd, and beside a build from before format 3 (bench/analyzer_throughput.sh, docs/benchmarks.md
+compression, and beside a build from before format 3 (bench/analyzer_throughput.sh, docs/benchmarks.md
 "2.0 against 3.0").
 
     python3 bench/trace_to_v2.py IN.trace OUT.trace

@@ -15,11 +15,11 @@ done
 sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
 packages=(cmake ninja-build g++ pkg-config git libunwind-dev libdw-dev libelf-dev libcli11-dev
-          nlohmann-json3-dev libfmt-dev libzstd-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev valgrind
+          nlohmann-json3-dev libfmt-dev liblz4-dev libzstd-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev valgrind
           python3 python3-pytest
           python3-venv  # tests/install: the wheel installed into a fresh venv
           clang libclang-rt-14-dev  # the fuzz target (tests/fuzz): libFuzzer and clang's sanitizers
-          python3-zstandard  # tests/integration/trace_records.py reads format 3's zstd blocks
+          python3-zstandard  # tests/integration/trace_records.py reads the zstd blocks of 3.0-3.2 traces
           chromium)  # headless screenshot of the HTML report in tests/integration/test_viewers.py
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

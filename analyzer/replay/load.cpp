@@ -285,10 +285,12 @@ class Loader final : public fmtr::TraceSink {
 
 }  // namespace
 
-LoadThreads plan_threads(unsigned cores, bool compressed) {
-  if (!compressed)
-    return {.replay_thread = cores >= 2, .read_threads = 0, .symbol_warmup = cores >= 2};
-  return {.replay_thread = cores >= 3, .read_threads = fmtr::read_threads_for(cores),
+LoadThreads plan_threads(unsigned cores, fmtr::Version v) {
+  if (fmtr::has_zstd_blocks(v))
+    return {.replay_thread = cores >= 3, .read_threads = fmtr::read_threads_for(cores),
+            .symbol_warmup = cores >= 2};
+  return {.replay_thread = cores >= 2,
+          .read_threads = fmtr::has_blocks(v) && cores >= 3 ? 1u : 0u,
           .symbol_warmup = cores >= 2};
 }
 
@@ -297,7 +299,7 @@ LoadedTrace load_trace(const std::string& path, const std::vector<uint32_t>& sit
   LoadedTrace t;  // one object, returned in place (NRVO)
   t.path = path;
   fmtr::TraceReader reader = reading_trace([&] { return fmtr::TraceReader(path); });
-  const LoadThreads plan = plan_threads(cores, fmtr::has_blocks(reader.version()));
+  const LoadThreads plan = plan_threads(cores, reader.version());
   reader.set_read_threads(plan.read_threads);
   if (plan.symbol_warmup) {
     try {

@@ -61,11 +61,14 @@ struct LoadThreads {
   unsigned read_threads = 0;   // format 3: threads that check and decompress blocks ahead
   bool symbol_warmup = false;  // the stacks' modules opened ahead (SymbolWarmup), little CPU
 };
-// What `cores` cores are best spent on for one trace: a trace of compressed blocks (format 3)
-// first gets a read thread, whose decompression costs about what the replay does, then the
-// replay thread; any other trace, the replay thread. With a second core, the symbols' warm-up,
-// which mostly waits and fits in the gaps the others leave.
-LoadThreads plan_threads(unsigned cores, bool compressed);
+// What `cores` cores are best spent on for one trace of version `v`. A second core takes the replay,
+// the reader keeps reading, ordering and decoding, and decompresses LZ4 blocks (3.3 on) itself:
+// that costs a fraction of the replay's time. A third core takes a read thread, which
+// decompresses and checks blocks ahead of the reader; one keeps up with the replay. zstd blocks
+// (3.0-3.2) decompress about as slowly as the replay runs: they get read threads first, the
+// replay thread from the third core. With a second core, also the symbols' warm-up, which mostly
+// waits and fits in the gaps the others leave.
+LoadThreads plan_threads(unsigned cores, format::Version v);
 
 // Throws TraceError("<path>: <reason>") for anything that is not a usable trace. site_groups: see
 // Replay::set_site_groups (the timeline's second read, when sites symbolize alike). cores: how

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <lz4.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -179,8 +180,8 @@ BlockStream::BlockStream(const BlockScan& scan, std::span<const uint8_t> file, V
   // With one core, threads would only take turns with the reader, and their blocks would have
   // left the cache by the time the reader got to them: the reader takes each block itself, when it
   // needs it, and reads it while it is still in the cache. With more, blocks are checked and
-  // decompressed by workers on the other cores (one worker is slower than the reader at zstd's
-  // speed), each into its place in the region.
+  // decompressed by workers on the cores the caller gives them (the analyzer's plan_threads), each
+  // into its place in the region.
   // A small stream neither: starting, waking and joining threads costs more than overlapping so
   // little decompression with the read saves.
   const unsigned workers = decompress_workers(scan.raw_bytes, kInline, read_threads);
@@ -233,8 +234,8 @@ uint64_t BlockStream::wait_beyond(uint64_t at) {
     return produced_;
   }
   // Rather than wait for the workers, the reader checks the next unclaimed block itself: when
-  // they fall behind (two cores: one worker, slower at zstd than the reader at the analysis) the
-  // cores share the decompression instead of one of them idling. At most one block beyond those
+  // they fall behind (one worker decompressing zstd blocks, slower than the reader at the
+  // analysis) the cores share the decompression instead of one of them idling. At most one block beyond those
   // the workers hold: a worker that stalls (a loaded machine) must not have the reader fill
   // kAhead behind it, every page of it resident until the stalled block is done.
   std::unique_lock lock(mu_);
@@ -407,7 +408,13 @@ bool BlockStream::block_is_good(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst
   const BlockHeader& h = b.header;
   const uint8_t* payload = file_.data() + b.offset + kBlockHeaderSize;
   if (payload_hash(payload, h.stored_size) != h.payload_hash) return false;
-  if (h.codec == BlockCodec::kZstd) {
+  if (h.codec == BlockCodec::kLz4) {
+    // The safe decoder: it never reads or writes outside the two buffers, whatever the payload.
+    const int n = LZ4_decompress_safe(reinterpret_cast<const char*>(payload),
+                                      reinterpret_cast<char*>(dst), static_cast<int>(h.stored_size),
+                                      static_cast<int>(h.raw_size));
+    if (n < 0 || static_cast<uint32_t>(n) != h.raw_size) return false;
+  } else if (h.codec == BlockCodec::kZstd) {
     const size_t n = ZSTD_decompressDCtx(dctx, dst, h.raw_size, payload, h.stored_size);
     if (ZSTD_isError(n) || n != h.raw_size) return false;
   } else {

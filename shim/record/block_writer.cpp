@@ -1,16 +1,14 @@
 #include "block_writer.h"
 
-#define ZSTD_STATIC_LINKING_ONLY  // the static context: no malloc on the exit path
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "../log.h"
-#include "gpumemshim/format/block_writer.h"
+#include "gpumemshim/format/block_codec.h"
 #include "gpumemshim/format/encoder.h"
 
 namespace gpumemshim::shim {
@@ -19,7 +17,7 @@ namespace fmtrec = gpumemshim::format;
 
 namespace {
 
-// Blocks below this stay raw: zstd's frame overhead eats what it would save.
+// Blocks below this stay raw: compressing so few records gains next to nothing.
 constexpr size_t kMinCompressBytes = 512;
 void* map_bytes(void* old, size_t old_size, size_t size) {
   void* p = old ? mremap(old, old_size, size, MREMAP_MAYMOVE)
@@ -57,15 +55,12 @@ uint32_t count_split(const SplitBytes& p, size_t n) {
 
 }  // namespace
 
-bool Compressor::ensure_context() {
-  if (cctx_) return true;
-  if (context_failed_) return false;
-  size_t size = ZSTD_estimateCCtxSize(fmtrec::kBlockZstdLevel);
-  void* mem = map_bytes(nullptr, 0, size);
-  ZSTD_CCtx* cctx = mem ? ZSTD_initStaticCCtx(mem, size) : nullptr;
-  cctx_ = cctx && fmtrec::set_block_compression(cctx, fmtrec::kBlockZstdLevel) ? cctx : nullptr;
-  context_failed_ = cctx_ == nullptr;
-  return cctx_ != nullptr;
+bool Compressor::ensure_state() {
+  if (state_) return true;
+  if (state_failed_) return false;
+  state_ = map_bytes(nullptr, 0, fmtrec::block_compress_state_size());
+  state_failed_ = state_ == nullptr;
+  return state_ != nullptr;
 }
 
 bool Compressor::ensure_output(size_t bound) {
@@ -80,9 +75,10 @@ bool Compressor::ensure_output(size_t bound) {
 }
 
 size_t Compressor::compress(const uint8_t* raw, size_t n) {
-  if (n < kMinCompressBytes || !ensure_context() || !ensure_output(ZSTD_compressBound(n))) return 0;
-  size_t r = ZSTD_compress2(static_cast<ZSTD_CCtx*>(cctx_), out_, out_capacity_, raw, n);
-  return ZSTD_isError(r) || r >= n ? 0 : r;
+  if (n < kMinCompressBytes || !ensure_state() || !ensure_output(fmtrec::block_compress_bound(n)))
+    return 0;
+  const size_t r = fmtrec::compress_block(state_, raw, n, out_, out_capacity_);
+  return r >= n ? 0 : r;
 }
 
 int BlockWriter::start(int fd, const char* path) {
@@ -134,7 +130,7 @@ void BlockWriter::write_compressed(const uint8_t* raw, size_t n, Compressor& z) 
       fmtrec::payload_hash(static_cast<const uint8_t*>(payload.iov_base), payload.iov_len);
   if (!take_lock()) return;
   emit_locked(&payload, 1, static_cast<uint32_t>(payload.iov_len), static_cast<uint32_t>(n),
-              records, packed ? fmtrec::BlockCodec::kZstd : fmtrec::BlockCodec::kRaw, hash, false);
+              records, packed ? fmtrec::BlockCodec::kLz4 : fmtrec::BlockCodec::kRaw, hash, false);
   lock_.unlock();
 }
 

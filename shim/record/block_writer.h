@@ -22,8 +22,8 @@
 
 namespace gpumemshim::shim {
 
-// zstd at the format's block level (kBlockZstdLevel) with a static context and output buffer,
-// both mmap'ed: no malloc, so it may run on the exit path of any thread. One owner at a time (the
+// The format's block compression (format/block_codec.h) with its state and output buffer both
+// mmap'ed: no malloc, so it may run on the exit path of any thread. One owner at a time (the
 // flusher's ordered flush, or exit/exec).
 class Compressor {
  public:
@@ -33,13 +33,13 @@ class Compressor {
   const uint8_t* output() const { return out_; }
 
  private:
-  bool ensure_context();
+  bool ensure_state();
   bool ensure_output(size_t bound);
 
-  void* cctx_ = nullptr;
+  void* state_ = nullptr;
   uint8_t* out_ = nullptr;
   size_t out_capacity_ = 0;
-  bool context_failed_ = false;
+  bool state_failed_ = false;
 };
 
 class BlockWriter {
@@ -74,7 +74,7 @@ class BlockWriter {
   uint32_t write_error() const { return write_error_.load(std::memory_order_relaxed); }
 
  private:
-  // Locked. Frames and writes one block; stored = the payload as written (raw or zstd).
+  // Locked. Frames and writes one block; stored = the payload as written (raw or LZ4).
   void emit_locked(const iovec* payload, int parts, uint32_t stored, uint32_t raw_size,
                    uint32_t records, format::BlockCodec codec, uint64_t hash, bool even_if_failed);
   void reset(int fd, const char* path);

@@ -77,7 +77,7 @@ struct OrderedFlush {
   size_t offset[kMaxThreads];
   ThreadBatch batches[kMaxThreads];
   MergeCursor cursors[kMaxThreads];
-  Compressor zstd;  // its blocks are compressed here, off the recording threads
+  Compressor compressor;  // its blocks are compressed here, off the recording threads
 };
 OrderedFlush g_ordered;
 // g_ordered's owner: the flusher, or exit and exec writing everything (never a hook's per-event
@@ -112,9 +112,9 @@ bool reserve_ordered(size_t bytes) {
   return true;
 }
 
-// A periodic flush: from every ring, the records made by `cut`, merged by time, in one zstd block,
-// followed in the same block by `flush` (when given and any thread had records). The caller holds
-// g_ordered_lock. bounded: see SpinLock. Returns whether a thread other than the caller had
+// A periodic flush: from every ring, the records made by `cut`, merged by time, in one compressed
+// block, followed in the same block by `flush` (when given and any thread had records). The caller
+// holds g_ordered_lock. bounded: see SpinLock. Returns whether a thread other than the caller had
 // records (the flusher's own are its NVML samples, not the program's activity).
 bool flush_in_time_order(uint64_t cut, const fmtrec::FlushRecord* flush, bool bounded) {
   OrderedFlush& o = g_ordered;
@@ -150,7 +150,7 @@ bool flush_in_time_order(uint64_t cut, const fmtrec::FlushRecord* flush, bool bo
     n += mark_size;
     mark_size = 0;
   }
-  g_file.blocks().write_compressed(o.merged, n, o.zstd);
+  g_file.blocks().write_compressed(o.merged, n, o.compressor);
   for (size_t i = 0; i < count; ++i) {
     o.taken[i]->ring.consume(o.batches[i].size);
     o.taken[i]->ring.unlock();

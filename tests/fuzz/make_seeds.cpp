@@ -1,9 +1,9 @@
 // Writes the fuzz target's seed corpus into a directory: small valid traces that between them
-// hold every record type the reader knows, in format 3 (zstd and raw blocks, with and without the
-// target's checksum repair), in format 2 and in format 1.1, plus the damaged and unfinished shapes
-// the integrity verdicts tell apart. The seeds take turns at the target's writers and CI policies
-// (controls.h). Made by the build from the format's own encoder (tests/unit/trace_builder.h),
-// never stored as binaries.
+// hold every record type the reader knows, in format 3 (LZ4, zstd and raw blocks, with and without
+// the target's checksum repair), in format 2 and in format 1.1, plus the damaged and unfinished
+// shapes the integrity verdicts tell apart. The seeds take turns at the target's writers and CI
+// policies (controls.h). Made by the build from the format's own encoder
+// (tests/unit/trace_builder.h), never stored as binaries.
 //
 //   make_seeds OUT_DIR
 #include <cstdint>
@@ -178,8 +178,10 @@ int main(int argc, char** argv) {
   }
   Seeds seeds{argv[1]};
   std::filesystem::create_directories(seeds.dir);
-  const auto zstd = gf::BlockCodec::kZstd, raw = gf::BlockCodec::kRaw;
+  const auto lz4 = gf::BlockCodec::kLz4, zstd = gf::BlockCodec::kZstd, raw = gf::BlockCodec::kRaw;
 
+  seeds.write("v3-lz4", full(gf::kVersion, 16, lz4), false);
+  seeds.write("v3-lz4-repair", full(gf::kVersion, 64, lz4), true);
   seeds.write("v3-zstd", full(gf::kVersion, 16, zstd), false);
   seeds.write("v3-zstd-repair", full(gf::kVersion, 64, zstd), true);
   seeds.write("v3-raw", full(gf::kVersion, 8, raw), false);
@@ -224,7 +226,7 @@ int main(int argc, char** argv) {
   // Unfinished and damaged: no End, a cut block, a failed write, an End that counts more.
   {
     TraceBuilder t;
-    t.blocks(8, zstd);
+    t.blocks(8, lz4);
     preamble(t);
     steps(t, 3);
     seeds.write("v3-no-end", t, false);

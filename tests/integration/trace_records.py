@@ -1,7 +1,8 @@
 """A trace's records as (type, time_ns) in file order, read with no help from the project's code
 (docs/trace-format.md): what the flush-mark checks walk, here and on the H200
 (tests/gpu/check_torch.py). Formats 1.1 and 2.0 (records after a 16-byte header) and 3.x (a 32-byte
-header, then blocks: a 40-byte header and a raw or zstd payload of whole 2.0 records). The blocks'
+header, then blocks: a 40-byte header and a raw, LZ4 (3.3 on) or zstd (3.0-3.2) payload of whole
+2.0 records). The blocks'
 structure is checked; their XXH3 checksums are not (tests/unit/shim_blocks_test.cpp does)."""
 import struct
 
@@ -43,6 +44,20 @@ def _zstd_decompress(data, size):
         return out.raw[:n]
 
 
+def _lz4_decompress(data, size):
+    """One LZ4 block, through liblz4 itself: every machine that runs the shim has it (the shim links
+    it), and Debian's Python has no LZ4 module by default."""
+    import ctypes
+    import ctypes.util
+    lib = ctypes.CDLL(ctypes.util.find_library("lz4") or "liblz4.so.1")
+    lib.LZ4_decompress_safe.restype = ctypes.c_int
+    lib.LZ4_decompress_safe.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    out = ctypes.create_string_buffer(max(size, 1))
+    n = lib.LZ4_decompress_safe(data, out, len(data), size)
+    assert n == size, "LZ4 block does not decompress to its raw size"
+    return out.raw[:n]
+
+
 def blocks(path):
     """A format 3 trace's blocks in file order: dicts of seq, stored_size, raw_size, record_count,
     codec, offset and payload (decompressed). Stops at a block cut short (a killed or write-failed
@@ -54,13 +69,15 @@ def blocks(path):
     while pos + 40 <= len(data):
         assert data[pos:pos + 4] == BLOCK_MAGIC, f"no block header at offset {pos}"
         seq, stored, raw, count, codec = struct.unpack_from("<IIIIB", data, pos + 4)
-        assert codec in (0, 1) and (codec == 1 or raw == stored), (codec, raw, stored)
+        assert codec in (0, 1, 2) and (codec != 0 or raw == stored), (codec, raw, stored)
         start = pos + 40
         if start + stored > len(data):
             break
         payload = data[start:start + stored]
         if codec == 1:
             payload = _zstd_decompress(payload, raw)
+        elif codec == 2:
+            payload = _lz4_decompress(payload, raw)
         assert len(payload) == raw, (len(payload), raw)
         out.append(dict(seq=seq, stored_size=stored, raw_size=raw, record_count=count, codec=codec,
                         offset=pos, payload=payload))
@@ -96,7 +113,7 @@ def _record_areas(path):
     """(fixed layout?, the byte strings that hold the records: the file after its header, or each
     block's payload)."""
     (major, minor), _, _ = header(path)
-    assert (major, minor) in {(1, 1), (2, 0), (3, 0), (3, 1), (3, 2)}, (major, minor)
+    assert (major, minor) in {(1, 1), (2, 0), (3, 0), (3, 1), (3, 2), (3, 3)}, (major, minor)
     if major == 3:
         return True, [b["payload"] for b in blocks(path)]
     return major >= 2, [path.read_bytes()[16:]]

@@ -574,10 +574,10 @@ TEST(FormatLayouts, FixedEncoderCapacity) {
   EXPECT_EQ(gf::encode(buf, 2 + gf::kFixedTorchEventSize, e), 2 + gf::kFixedTorchEventSize);
   EXPECT_EQ(gf::encode(buf, 0, a), 0u);
   uint8_t header[gf::kHeaderSizeV3];
-  // The version written: 3.2.
+  // The version written: 3.3.
   ASSERT_EQ(gf::encode_header(header, sizeof header), gf::kHeaderSizeV3);
   EXPECT_EQ(header[8] | header[9] << 8, 3);
-  EXPECT_EQ(header[10] | header[11] << 8, 2);
+  EXPECT_EQ(header[10] | header[11] << 8, 3);
   EXPECT_EQ(gf::encode_header(header, gf::kHeaderSizeV3 - 1), 0u);
   ASSERT_EQ(gf::encode_header(header, sizeof header, gf::kVersion2_0), gf::kHeaderSize);
   EXPECT_EQ(header[8] | header[9] << 8, 2);
@@ -652,7 +652,7 @@ TEST(FormatLayouts, FixedMemoryKindIsValidated) {
 // error.
 TEST(FormatLayouts, VersionsRead) {
   for (gf::Version v : {gf::Version{1, 0}, gf::Version{1, 1}, gf::Version{2, 0}, gf::Version{2, 5},
-                        gf::Version{3, 0}, gf::Version{3, 2}}) {
+                        gf::Version{3, 0}, gf::Version{3, 2}, gf::Version{3, 3}}) {
     TraceBuilder t(v);
     gf::RecordReader reader(span_of(t));
     EXPECT_EQ(reader.read_header(), "") << describe(v);

@@ -1,10 +1,10 @@
 // Builds gpumemshim traces in memory for tests: a header, then records written with the format's
 // encoder; in format 3 (the default, what the shim writes) the records are framed into blocks
 // when the bytes are asked for (bytes(), write()). Header-only; depends on
-// gpumemshim_format_headers and libzstd.
+// gpumemshim_format_headers, liblz4 and libzstd.
 //
 //   TraceBuilder t;                       // format 3 (t.header_version(9, 0) to fake another)
-//   t.blocks(16, gf::BlockCodec::kRaw);   // 16 records a block, uncompressed (default: 64, zstd)
+//   t.blocks(16, gf::BlockCodec::kRaw);   // 16 records a block, uncompressed (default: 64, LZ4)
 //   TraceBuilder t2(gf::kVersion2_0);     // a 2.0 trace: records after a 16-byte header
 //   TraceBuilder t1(gf::kVersion1_1);     // a 1.1 trace: the hot records' varint payloads
 //   t.process(1234, "app --flag");
@@ -55,7 +55,7 @@ class TraceBuilder {
   }
 
   // Format 3: how write() frames the records: records per block, and the codec.
-  TraceBuilder& blocks(size_t records_per_block, gf::BlockCodec codec = gf::BlockCodec::kZstd) {
+  TraceBuilder& blocks(size_t records_per_block, gf::BlockCodec codec = gf::BlockCodec::kLz4) {
     per_block_ = records_per_block;
     codec_ = codec;
     return dirty();
@@ -311,7 +311,7 @@ class TraceBuilder {
   std::vector<uint8_t> header_;
   std::vector<Record> records_;  // format 3
   size_t per_block_ = 64;
-  gf::BlockCodec codec_ = gf::BlockCodec::kZstd;
+  gf::BlockCodec codec_ = gf::BlockCodec::kLz4;
   uint64_t claimed_blocks_ = UINT64_MAX, claimed_records_ = UINT64_MAX;
   mutable std::vector<uint8_t> bytes_;  // the file (format 3: framed from records_ when stale_)
   mutable std::vector<size_t> block_offsets_;

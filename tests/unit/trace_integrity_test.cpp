@@ -20,7 +20,7 @@ namespace {
 
 // 8 blocks of 10 records (the last holds the End): stacks, allocations, frees, torch events,
 // markers.
-TraceBuilder sample(gf::BlockCodec codec = gf::BlockCodec::kZstd) {
+TraceBuilder sample(gf::BlockCodec codec = gf::BlockCodec::kLz4) {
   TraceBuilder t;
   t.blocks(10, codec);
   t.process(42, "train.py").device(0, 80ull << 30).stack(1, {0x1000, 0x2000});
@@ -78,7 +78,8 @@ uint64_t intact_records(const TraceBuilder& t) {
 
 TEST(TraceIntegrity, AWholeTraceIsComplete) {
   TempDir dir;
-  for (auto codec : {gf::BlockCodec::kZstd, gf::BlockCodec::kRaw}) {
+  // LZ4 as the shim writes blocks, zstd as writers of 3.0-3.2 did, raw as a recording thread does.
+  for (auto codec : {gf::BlockCodec::kLz4, gf::BlockCodec::kZstd, gf::BlockCodec::kRaw}) {
     TraceBuilder t = sample(codec);
     Read r = read(t.write(dir.file("t.trace")));
     EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kComplete) << r.integrity.detail;
@@ -88,6 +89,20 @@ TEST(TraceIntegrity, AWholeTraceIsComplete) {
     EXPECT_EQ(r.integrity.detail, "");
     EXPECT_EQ(gf::integrity_name(r.integrity, {3, 0}), "complete");
   }
+}
+
+// A trace of a writer before 3.3 (zstd blocks, version 3.2) reads as the same events as the LZ4
+// blocks of this one, complete.
+TEST(TraceIntegrity, AnOlderWritersZstdBlocksReadAsTheSameEvents) {
+  TempDir dir;
+  TraceBuilder older = sample(gf::BlockCodec::kZstd);
+  older.header_version(3, 2);
+  const Read old_read = read(older.write(dir.file("old.trace")));
+  const Read new_read = read(sample().write(dir.file("new.trace")));
+  EXPECT_EQ(old_read.integrity.status, gf::IntegrityStatus::kComplete) << old_read.integrity.detail;
+  EXPECT_EQ(old_read.events, new_read.events);
+  EXPECT_EQ(old_read.records, new_read.records);
+  EXPECT_FALSE(old_read.events.empty());
 }
 
 TEST(TraceIntegrity, NoEndIsIncomplete) {
@@ -134,6 +149,36 @@ TEST(TraceIntegrity, APayloadFlipDamagesOneBlockAndCountsItsRecords) {
                 " blocks and " + std::to_string(records) + " records before it, " +
                 std::to_string(blocks - 1) + " and " + std::to_string(records - 10) +
                 " read; 10 records lost");
+}
+
+// A payload whose checksum holds but whose LZ4 stream is not what the header says (a writer's bug,
+// or a crafted file): the block is damaged, never read in part, whatever the stream claims.
+TEST(TraceIntegrity, AnLz4PayloadThatDoesNotDecompressToItsSizeIsDamaged) {
+  TempDir dir;
+  TraceBuilder t = sample(gf::BlockCodec::kLz4);
+  const std::vector<uint8_t> intact = t.bytes();
+  const size_t block = t.block_offsets()[2];
+  gf::BlockHeader h;
+  ASSERT_TRUE(gf::decode_block_header(intact.data() + block, h));
+  ASSERT_EQ(h.codec, gf::BlockCodec::kLz4);
+  auto rehashed = [&](std::vector<uint8_t> bytes, uint32_t raw_size) {
+    h.raw_size = raw_size;
+    h.payload_hash = gf::payload_hash(bytes.data() + block + gf::kBlockHeaderSize, h.stored_size);
+    gf::encode_block_header(bytes.data() + block, h);
+    return bytes;
+  };
+  const uint32_t raw = h.raw_size;
+  std::vector<uint8_t> garbled = intact;
+  // A match offset pointing before the start of the output: the stream's first sequence.
+  for (size_t i = 0; i < h.stored_size; ++i) garbled[block + gf::kBlockHeaderSize + i] = 0xFF;
+  for (const auto& bytes :
+       {rehashed(garbled, raw), rehashed(intact, raw + 1), rehashed(intact, raw - 1)}) {
+    Read r = read_bytes(dir, bytes);
+    EXPECT_EQ(r.integrity.status, gf::IntegrityStatus::kDamaged) << r.integrity.detail;
+    EXPECT_EQ(r.integrity.damaged_blocks, 1u);
+    EXPECT_EQ(r.integrity.records_lost, 10u);
+    EXPECT_EQ(r.integrity.first_problem_offset, block);
+  }
 }
 
 TEST(TraceIntegrity, AHeaderFlipIsResynchronisedAtTheNextBlock) {

@@ -1,8 +1,10 @@
 // Checks a format 3 trace's blocks with the format's own definitions (format/block.h), for
-// test_trace_writing.py: every block header's checksum, every payload's XXH3, zstd payloads
-// decompressing to raw_size, record_count against the records in the payload, and sequence numbers.
-// Prints one line: "blocks N zstd Z records R seq_contiguous 0|1 tail B" (tail: bytes after the last
-// whole block); exits 1 at the first block that fails a check, saying which.
+// test_trace_writing.py: every block header's checksum, every payload's XXH3, compressed payloads
+// (LZ4, or zstd from writers before 3.3) decompressing to raw_size, record_count against the
+// records in the payload, and sequence numbers. Prints one line: "blocks N lz4 L zstd Z records R
+// seq_contiguous 0|1 tail B" (tail: bytes after the last whole block); exits 1 at the first block
+// that fails a check, saying which.
+#include <lz4.h>
 #include <zstd.h>
 
 #include <cstdio>
@@ -25,7 +27,7 @@ int main(int argc, char** argv) {
     std::printf("not a format 3 trace\n");
     return 1;
   }
-  size_t at = fmtrec::kHeaderSizeV3, blocks = 0, zstd = 0, records = 0;
+  size_t at = fmtrec::kHeaderSizeV3, blocks = 0, lz4 = 0, zstd = 0, records = 0;
   bool contiguous = true;
   std::vector<uint8_t> raw;
   while (at + fmtrec::kBlockHeaderSize <= data.size()) {
@@ -41,11 +43,21 @@ int main(int argc, char** argv) {
       return 1;
     }
     raw.assign(payload, payload + h.stored_size);
-    if (h.codec == fmtrec::BlockCodec::kZstd) {
-      ++zstd;
+    if (h.codec != fmtrec::BlockCodec::kRaw) {
       raw.resize(h.raw_size);
-      size_t n = ZSTD_decompress(raw.data(), raw.size(), payload, h.stored_size);
-      if (ZSTD_isError(n) || n != h.raw_size) {
+      bool ok = false;
+      if (h.codec == fmtrec::BlockCodec::kLz4) {
+        ++lz4;
+        const int n = LZ4_decompress_safe(
+            reinterpret_cast<const char*>(payload), reinterpret_cast<char*>(raw.data()),
+            static_cast<int>(h.stored_size), static_cast<int>(h.raw_size));
+        ok = n >= 0 && static_cast<uint32_t>(n) == h.raw_size;
+      } else {
+        ++zstd;
+        const size_t n = ZSTD_decompress(raw.data(), raw.size(), payload, h.stored_size);
+        ok = !ZSTD_isError(n) && n == h.raw_size;
+      }
+      if (!ok) {
         std::printf("block %u does not decompress to %u bytes\n", h.seq, h.raw_size);
         return 1;
       }
@@ -60,7 +72,7 @@ int main(int argc, char** argv) {
     records += h.record_count;
     at += fmtrec::kBlockHeaderSize + h.stored_size;
   }
-  std::printf("blocks %zu zstd %zu records %zu seq_contiguous %d tail %zu\n", blocks, zstd, records,
-              contiguous ? 1 : 0, data.size() - at);
+  std::printf("blocks %zu lz4 %zu zstd %zu records %zu seq_contiguous %d tail %zu\n", blocks, lz4,
+              zstd, records, contiguous ? 1 : 0, data.size() - at);
   return 0;
 }

@@ -27,7 +27,9 @@ inline constexpr uint32_t kBlockMagic = 0x42534d47;  // "GMSB" in file byte orde
 inline constexpr size_t kBlockHeaderSize = 40;
 inline constexpr uint32_t kMaxBlockBytes = 64u << 20;  // stored and raw sizes
 
-enum class BlockCodec : uint8_t { kRaw = 0, kZstd = 1 };
+// How a block's payload is stored. Writers of 3.3 on compress with LZ4 (block_writer.h says why);
+// zstd blocks are those of 3.0-3.2 writers, still read.
+enum class BlockCodec : uint8_t { kRaw = 0, kZstd = 1, kLz4 = 2 };
 
 struct BlockHeader {
   uint32_t seq = 0;
@@ -93,7 +95,7 @@ inline bool decode_block_header(const uint8_t* p, BlockHeader& h) {
   h.stored_size = detail::get32(p + 8);
   h.raw_size = detail::get32(p + 12);
   h.record_count = detail::get32(p + 16);
-  if (p[20] > static_cast<uint8_t>(BlockCodec::kZstd)) return false;
+  if (p[20] > static_cast<uint8_t>(BlockCodec::kLz4)) return false;
   h.codec = static_cast<BlockCodec>(p[20]);
   h.payload_hash = detail::get64(p + 24);
   if (h.stored_size > kMaxBlockBytes || h.raw_size > kMaxBlockBytes) return false;

@@ -2,7 +2,7 @@
 // to a sink: the one framing shared by the tools that write format 3 outside the shim (the trace
 // generator of the benchmarks, the tests' trace builder), so that they frame blocks the same way.
 // The shim keeps its own writer (shim/record/block_writer.*): it runs in the traced process and
-// cannot allocate or throw where this one does. Header-only; its users link libzstd.
+// cannot allocate or throw where this one does. Header-only; its users link liblz4 and libzstd.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,19 +15,13 @@
 #include <zstd.h>
 
 #include "gpumemshim/format/block.h"
+#include "gpumemshim/format/block_codec.h"
 
 namespace gpumemshim::format {
 
-// The zstd level every writer, the shim's included, compresses blocks at. Level -3 (zstd's fast
-// strategy sampling every fourth position) suits records of 44 and 48 bytes: against level 1 its
-// blocks decode in ~80-85 % of the time and compress in ~65 %, for ~10-12 % more bytes
-// (docs/benchmarks.md, "Trace size and decoding"): decoding is what a compressed trace costs the
-// reader on few cores.
+// The zstd level and settings the writers of 3.0-3.2 compressed their blocks with (level -3, the
+// literals stored raw): BlockFramer writes such blocks for the tests of reading older traces.
 inline constexpr int kBlockZstdLevel = -3;
-
-// How every writer compresses a block: zstd at `level` with the literals stored as they are, not
-// Huffman-coded. Such blocks decode in about 80 % of the time for 2-3 % more bytes, and compress
-// faster (docs/benchmarks.md, "Trace size and decoding"). False: the context refused a parameter.
 inline bool set_block_compression(ZSTD_CCtx* cctx, int level) {
   return !ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level)) &&
          !ZSTD_isError(
@@ -36,8 +30,9 @@ inline bool set_block_compression(ZSTD_CCtx* cctx, int level) {
 
 class BlockFramer {
  public:
-  explicit BlockFramer(BlockCodec codec = BlockCodec::kZstd, int level = kBlockZstdLevel)
-      : codec_(codec), level_(level) {}
+  // codec: how blocks are stored (LZ4, as the shim writes them; zstd, as writers of 3.0-3.2 did; or
+  // raw).
+  explicit BlockFramer(BlockCodec codec = BlockCodec::kLz4) : codec_(codec) {}
   ~BlockFramer() { ZSTD_freeCCtx(cctx_); }
   BlockFramer(const BlockFramer&) = delete;
   BlockFramer& operator=(const BlockFramer&) = delete;
@@ -49,10 +44,16 @@ class BlockFramer {
   uint32_t frame(const uint8_t* raw, size_t n, Sink&& sink) {
     const uint8_t* stored = raw;
     size_t stored_size = n;
-    if (codec_ == BlockCodec::kZstd) {
+    if (codec_ == BlockCodec::kLz4) {
+      lz4_state_.resize((block_compress_state_size() + 7) / 8);
+      scratch_.resize(block_compress_bound(n));
+      stored_size = compress_block(lz4_state_.data(), raw, n, scratch_.data(), scratch_.size());
+      if (stored_size == 0 && n != 0) throw std::bad_alloc();  // a bound-sized output always fits
+      stored = scratch_.data();
+    } else if (codec_ == BlockCodec::kZstd) {
       // One context for every block: a fresh one per block would cost its tables each time.
       if (!cctx_ && !(cctx_ = ZSTD_createCCtx())) throw std::bad_alloc();
-      if (!configured_ && !(configured_ = set_block_compression(cctx_, level_)))
+      if (!configured_ && !(configured_ = set_block_compression(cctx_, kBlockZstdLevel)))
         throw std::bad_alloc();
       scratch_.resize(ZSTD_compressBound(n));
       stored_size = ZSTD_compress2(cctx_, scratch_.data(), scratch_.size(), raw, n);
@@ -82,7 +83,7 @@ class BlockFramer {
 
  private:
   BlockCodec codec_;
-  int level_;
+  std::vector<uint64_t> lz4_state_;  // LZ4's state, pointer-aligned
   ZSTD_CCtx* cctx_ = nullptr;
   bool configured_ = false;
   std::vector<uint8_t> scratch_;
