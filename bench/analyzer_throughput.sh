@@ -2,8 +2,9 @@
 # Analyzer throughput and memory per event (targets and figures: docs/benchmarks.md): generates
 # realistic traces with bench/gen_trace and times `gpumemshim report --format json` on each, pinned
 # to one core (--jobs 1: the target's figure), then on several cores (two unless
-# GPUMEMSHIM_BENCH_CORES says which) with the default --jobs: the replay on a thread of its own
-# and format 3's blocks decompressed on the others, what one big trace gets on a workstation. Prints one table row
+# GPUMEMSHIM_BENCH_CORES says which) with the default --jobs: the replay on a thread of its own,
+# format 3's blocks decompressed by the reader or read threads (the analyzer's plan_threads), what
+# one big trace gets on a workstation. Prints one table row
 # per trace size and build, all measured in this one run.
 #
 #   bash bench/analyzer_throughput.sh [BUILD_DIR] [EVENTS|TRACE...]     (default: build 50000000)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records a trace the way users get one: the fake-CUDA program tests/integration/cuda_scenarios
 # (THREADS threads of cudaMalloc/cudaFree pairs, ITERATIONS each) under the shim with its default
-# stacks, written to OUT (format 3.0). For bench/analyzer_throughput.sh, which takes it as a trace.
+# stacks, written to OUT (format 3). For bench/analyzer_throughput.sh, which takes it as a trace.
 #   bash bench/shim_trace.sh BUILD_DIR OUT [THREADS] [ITERATIONS]    (default: 16 threads, 320000)
 set -euo pipefail
 build=${1:?build folder}

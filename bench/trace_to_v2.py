@@ -3,7 +3,7 @@
 (a 3.x block's payload is 2.0's records, docs/trace-format.md), so that the analyzer's time on a
 trace the shim wrote can be set beside its time on the same records without blocks, checksums and
 compression, and beside a build from before format 3 (bench/analyzer_throughput.sh, docs/benchmarks.md
-"2.0 against 3.0").
+"2.0 against 3.x").
 
     python3 bench/trace_to_v2.py IN.trace OUT.trace
 
