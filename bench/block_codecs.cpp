@@ -20,6 +20,7 @@
 
 #include "gpumemshim/format/block.h"
 #include "gpumemshim/format/block_codec.h"
+#include "gpumemshim/format/block_decompress.h"
 #include "gpumemshim/format/block_writer.h"
 
 namespace gf = gpumemshim::format;
@@ -43,16 +44,8 @@ std::vector<Bytes> raw_blocks(const Bytes& file, uint64_t& records) {
          at + gf::kBlockHeaderSize + h.stored_size <= file.size()) {
     const uint8_t* payload = file.data() + at + gf::kBlockHeaderSize;
     Bytes raw(h.raw_size);
-    bool ok = true;
-    if (h.codec == gf::BlockCodec::kLz4)
-      ok = LZ4_decompress_safe(reinterpret_cast<const char*>(payload),
-                               reinterpret_cast<char*>(raw.data()), static_cast<int>(h.stored_size),
-                               static_cast<int>(h.raw_size)) == static_cast<int>(h.raw_size);
-    else if (h.codec == gf::BlockCodec::kZstd)
-      ok = ZSTD_decompressDCtx(dctx, raw.data(), raw.size(), payload, h.stored_size) == h.raw_size;
-    else
-      std::copy(payload, payload + h.stored_size, raw.begin());
-    if (!ok) break;
+    if (!gf::decompress_payload(h.codec, payload, h.stored_size, raw.data(), raw.size(), dctx))
+      break;
     records += h.record_count;
     out.push_back(std::move(raw));
     at += gf::kBlockHeaderSize + h.stored_size;
@@ -64,7 +57,7 @@ std::vector<Bytes> raw_blocks(const Bytes& file, uint64_t& records) {
 struct Codec {
   const char* name;
   std::function<size_t(const Bytes& raw, Bytes& out)> compress;
-  std::function<void(const Bytes& stored, uint8_t* out, size_t raw_size)> decompress;
+  gf::BlockCodec stored_as;  // what decompresses it, as the reader does
 };
 
 }  // namespace
@@ -104,15 +97,6 @@ int main(int argc, char** argv) {
       return ZSTD_isError(n) ? 0 : n;
     };
   };
-  auto zstd_decompress = [&](const Bytes& stored, uint8_t* out, size_t raw_size) {
-    if (ZSTD_decompressDCtx(dctx, out, raw_size, stored.data(), stored.size()) != raw_size) abort();
-  };
-  auto lz4_decompress = [](const Bytes& stored, uint8_t* out, size_t raw_size) {
-    if (LZ4_decompress_safe(reinterpret_cast<const char*>(stored.data()),
-                            reinterpret_cast<char*>(out), static_cast<int>(stored.size()),
-                            static_cast<int>(raw_size)) != static_cast<int>(raw_size))
-      abort();
-  };
   const std::vector<Codec> codecs = {
       {"LZ4 high compression, level 2 (3.3 on)",
        [&](const Bytes& raw, Bytes& out) {
@@ -120,7 +104,7 @@ int main(int argc, char** argv) {
          return gf::compress_block(lz4_state.data(), raw.data(), raw.size(), out.data(),
                                    out.size());
        },
-       lz4_decompress},
+       gf::BlockCodec::kLz4},
       {"LZ4 fast",
        [](const Bytes& raw, Bytes& out) {
          out.resize(gf::block_compress_bound(raw.size()));
@@ -129,17 +113,16 @@ int main(int argc, char** argv) {
              static_cast<int>(raw.size()), static_cast<int>(out.size()));
          return static_cast<size_t>(std::max(n, 0));
        },
-       lz4_decompress},
-      {"zstd -3, raw literals (3.0-3.2)", zstd_at(gf::kBlockZstdLevel, true), zstd_decompress},
-      {"zstd 1", zstd_at(1, false), zstd_decompress},
+       gf::BlockCodec::kLz4},
+      {"zstd -3, raw literals (3.0-3.2)", zstd_at(gf::kBlockZstdLevel, true),
+       gf::BlockCodec::kZstd},
+      {"zstd 1", zstd_at(1, false), gf::BlockCodec::kZstd},
       {"none (a copy)",
        [](const Bytes& raw, Bytes& out) {
          out.assign(raw.begin(), raw.end());
          return raw.size();
        },
-       [](const Bytes& stored, uint8_t* out, size_t raw_size) {
-         std::copy(stored.begin(), stored.begin() + static_cast<std::ptrdiff_t>(raw_size), out);
-       }},
+       gf::BlockCodec::kRaw},
   };
 
   std::printf("%s: %zu blocks, %llu records, %.1f MB of records\n\n", argv[1], blocks.size(),
@@ -171,7 +154,9 @@ int main(int argc, char** argv) {
     for (int r = 0; r < rounds; ++r) {
       const Clock::time_point t = Clock::now();
       for (size_t i = 0; i < blocks.size(); ++i)
-        c.decompress(stored[i], out.data(), blocks[i].size());
+        if (!gf::decompress_payload(c.stored_as, stored[i].data(), stored[i].size(), out.data(),
+                                    blocks[i].size(), dctx))
+          abort();
       best = std::min(best, seconds_since(t));
     }
     std::printf("| %s | %.2f | %.0f | %.3f |\n", c.name, static_cast<double>(total) / records,

@@ -3,7 +3,6 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include <lz4.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <new>
 
 #include "decoder.h"
+#include "gpumemshim/format/block_decompress.h"
 #include "gpumemshim/format/fixed_layout.h"
 #include "gpumemshim/format/trace_reader.h"
 #include "read_errors.h"
@@ -235,9 +235,9 @@ uint64_t BlockStream::wait_beyond(uint64_t at) {
   }
   // Rather than wait for the workers, the reader checks the next unclaimed block itself: when
   // they fall behind (one worker decompressing zstd blocks, slower than the reader at the
-  // analysis) the cores share the decompression instead of one of them idling. At most one block beyond those
-  // the workers hold: a worker that stalls (a loaded machine) must not have the reader fill
-  // kAhead behind it, every page of it resident until the stalled block is done.
+  // analysis) the cores share the decompression instead of one of them idling. At most one block
+  // beyond those the workers hold: a worker that stalls (a loaded machine) must not have the
+  // reader fill kAhead behind it, every page of it resident until the stalled block is done.
   std::unique_lock lock(mu_);
   consumed_ = at;
   room_cv_.notify_all();
@@ -408,18 +408,7 @@ bool BlockStream::block_is_good(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst
   const BlockHeader& h = b.header;
   const uint8_t* payload = file_.data() + b.offset + kBlockHeaderSize;
   if (payload_hash(payload, h.stored_size) != h.payload_hash) return false;
-  if (h.codec == BlockCodec::kLz4) {
-    // The safe decoder: it never reads or writes outside the two buffers, whatever the payload.
-    const int n = LZ4_decompress_safe(reinterpret_cast<const char*>(payload),
-                                      reinterpret_cast<char*>(dst), static_cast<int>(h.stored_size),
-                                      static_cast<int>(h.raw_size));
-    if (n < 0 || static_cast<uint32_t>(n) != h.raw_size) return false;
-  } else if (h.codec == BlockCodec::kZstd) {
-    const size_t n = ZSTD_decompressDCtx(dctx, dst, h.raw_size, payload, h.stored_size);
-    if (ZSTD_isError(n) || n != h.raw_size) return false;
-  } else {
-    std::memcpy(dst, payload, h.stored_size);
-  }
+  if (!decompress_payload(h.codec, payload, h.stored_size, dst, h.raw_size, dctx)) return false;
   RecordReader reader({});
   reader.start_stream({dst, h.raw_size}, version_);
   std::vector<uint64_t> frames;

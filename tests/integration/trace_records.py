@@ -2,8 +2,8 @@
 (docs/trace-format.md): what the flush-mark checks walk, here and on the H200
 (tests/gpu/check_torch.py). Formats 1.1 and 2.0 (records after a 16-byte header) and 3.x (a 32-byte
 header, then blocks: a 40-byte header and a raw, LZ4 (3.3 on) or zstd (3.0-3.2) payload of whole
-2.0 records). The blocks'
-structure is checked; their XXH3 checksums are not (tests/unit/shim_blocks_test.cpp does)."""
+2.0 records). The blocks' structure is checked; their XXH3 checksums are not
+(tests/unit/shim_blocks_test.cpp does)."""
 import struct
 
 TIMED = {4, 5, 6, 7, 8, 14, 17}  # records whose payload starts with time_ns

@@ -4,15 +4,16 @@
 // records in the payload, and sequence numbers. Prints one line: "blocks N lz4 L zstd Z records R
 // seq_contiguous 0|1 tail B" (tail: bytes after the last whole block); exits 1 at the first block
 // that fails a check, saying which.
-#include <lz4.h>
 #include <zstd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <vector>
 
 #include "gpumemshim/format/block.h"
+#include "gpumemshim/format/block_decompress.h"
 
 namespace fmtrec = gpumemshim::format;
 
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   size_t at = fmtrec::kHeaderSizeV3, blocks = 0, lz4 = 0, zstd = 0, records = 0;
   bool contiguous = true;
   std::vector<uint8_t> raw;
+  const std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
   while (at + fmtrec::kBlockHeaderSize <= data.size()) {
     fmtrec::BlockHeader h;
     if (!fmtrec::decode_block_header(data.data() + at, h)) {
@@ -42,25 +44,13 @@ int main(int argc, char** argv) {
       std::printf("block %u at offset %zu fails its payload hash\n", h.seq, at);
       return 1;
     }
-    raw.assign(payload, payload + h.stored_size);
-    if (h.codec != fmtrec::BlockCodec::kRaw) {
-      raw.resize(h.raw_size);
-      bool ok = false;
-      if (h.codec == fmtrec::BlockCodec::kLz4) {
-        ++lz4;
-        const int n = LZ4_decompress_safe(
-            reinterpret_cast<const char*>(payload), reinterpret_cast<char*>(raw.data()),
-            static_cast<int>(h.stored_size), static_cast<int>(h.raw_size));
-        ok = n >= 0 && static_cast<uint32_t>(n) == h.raw_size;
-      } else {
-        ++zstd;
-        const size_t n = ZSTD_decompress(raw.data(), raw.size(), payload, h.stored_size);
-        ok = !ZSTD_isError(n) && n == h.raw_size;
-      }
-      if (!ok) {
-        std::printf("block %u does not decompress to %u bytes\n", h.seq, h.raw_size);
-        return 1;
-      }
+    lz4 += h.codec == fmtrec::BlockCodec::kLz4;
+    zstd += h.codec == fmtrec::BlockCodec::kZstd;
+    raw.resize(h.raw_size);
+    if (!fmtrec::decompress_payload(h.codec, payload, h.stored_size, raw.data(), raw.size(),
+                                    dctx.get())) {
+      std::printf("block %u does not decompress to %u bytes\n", h.seq, h.raw_size);
+      return 1;
     }
     if (fmtrec::count_records(raw.data(), raw.size()) != h.record_count) {
       std::printf("block %u: record_count %u, payload holds %u\n", h.seq, h.record_count,

@@ -27,7 +27,7 @@ inline constexpr uint32_t kBlockMagic = 0x42534d47;  // "GMSB" in file byte orde
 inline constexpr size_t kBlockHeaderSize = 40;
 inline constexpr uint32_t kMaxBlockBytes = 64u << 20;  // stored and raw sizes
 
-// How a block's payload is stored. Writers of 3.3 on compress with LZ4 (block_writer.h says why);
+// How a block's payload is stored. Writers of 3.3 on compress with LZ4 (block_codec.h says why);
 // zstd blocks are those of 3.0-3.2 writers, still read.
 enum class BlockCodec : uint8_t { kRaw = 0, kZstd = 1, kLz4 = 2 };
 
