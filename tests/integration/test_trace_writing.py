@@ -1,4 +1,4 @@
-"""How the shim writes its trace (format 3): blocks in sequence with checksums and zstd, an End
+"""How the shim writes its trace (format 3): blocks in sequence with checksums and LZ4, an End
 whose counts match, the first failed write reported once and marked in the header while the
 program runs on untouched, output names that are not new regular files refused, and the last
 events and End written by processes that end through _exit, _Exit, quick_exit or os._exit."""
@@ -49,7 +49,14 @@ def test_blocks_are_in_sequence_checked_compressed_and_ended(run):
     assert write_error == 0
     kinds = [kind for kind, _ in records(trace)]
     assert kinds.count(4) == kinds.count(5) == 16 * 4000
-    assert trace.stat().st_size / (2 * 16 * 4000) <= 8, "bytes per event"
+    # How small a block gets depends on how many records a flush finds, which a slow machine or a
+    # sanitizer build changes; the bytes per event target is measured in bench/ (docs/benchmarks.md
+    # "Trace size and decoding"). What holds on any machine: the records are in LZ4 blocks, and
+    # those blocks are several times smaller than their records.
+    packed = [b for b in found if b["codec"] == 2]
+    assert sum(b["record_count"] for b in packed) >= 0.99 * len(kinds)
+    ratio = sum(b["stored_size"] for b in packed) / sum(b["raw_size"] for b in packed)
+    assert ratio <= 0.3, f"LZ4 blocks stored at {ratio:.2f} of their records' size"
 
 
 def _limited(limit):
