@@ -11,5 +11,6 @@ packages=(libunwind-dev libunwind8 libdw-dev libdw1 libelf-dev libelf1 zlib1g-de
           pkgconf pkgconf-bin libpkgconf3)
 mkdir -p .debs
 cd .debs
-apt-get download "${packages[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true
+# apt's note that root downloads unsandboxed is left out; its errors, and its exit status, are not.
+apt-get download "${packages[@]}" 2> >(grep -v '^W: Download is performed unsandboxed' >&2)
 echo "device-debs: $(ls ./*.deb | wc -l) packages in .debs ($(du -sh . | cut -f1))"

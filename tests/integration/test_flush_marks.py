@@ -1,7 +1,7 @@
 """Format 1.1: the shim's flusher ends each periodic flush with a Flush mark, which lets the analyzer
 order a trace without holding a second of events (docs/trace-format.md "Ordering")."""
 from conftest import SCENARIOS, SLOW_WRITES
-from trace_records import FLUSH, blocks, records
+from trace_records import FLUSH, LZ4, blocks, records
 
 
 def _events_behind_a_mark(trace):
@@ -96,7 +96,7 @@ def test_a_slow_disk_keeps_each_flush_in_time_order(run):
     marks, _, stragglers = _events_behind_a_mark(trace)
     assert len(marks) >= 2, "the run spans several flushes"
     assert stragglers <= events // 1000, f"{stragglers} of {events} events behind a mark"
-    in_lz4 = sum(b["record_count"] for b in blocks(trace) if b["codec"] == 2)
+    in_lz4 = sum(b["record_count"] for b in blocks(trace) if b["codec"] == LZ4)
     assert in_lz4 >= 0.99 * events, f"{events - in_lz4} records outside the flushes' LZ4 blocks"
     report = run.report(trace)
     summary = report["summary"]

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from conftest import BUILD, CLI, FAKECUDA, SCENARIOS, SOURCES, base_env, shim_preload
-from trace_records import (END, WRITE_FAILED, alloc_sizes, blocks, end_record, frames, header,
-                           records)
+from trace_records import (END, LZ4, WRITE_FAILED, alloc_sizes, blocks, end_record, frames,
+                           header, records)
 
 CHECK_BLOCKS = BUILD / "tests" / "integration" / "check_blocks"
 MIB = 1 << 20
@@ -53,7 +53,7 @@ def test_blocks_are_in_sequence_checked_compressed_and_ended(run):
     # sanitizer build changes; the bytes per event target is measured in bench/ (docs/benchmarks.md
     # "Trace size and decoding"). What holds on any machine: the records are in LZ4 blocks, and
     # those blocks are several times smaller than their records.
-    packed = [b for b in found if b["codec"] == 2]
+    packed = [b for b in found if b["codec"] == LZ4]
     assert sum(b["record_count"] for b in packed) >= 0.99 * len(kinds)
     ratio = sum(b["stored_size"] for b in packed) / sum(b["raw_size"] for b in packed)
     assert ratio <= 0.3, f"LZ4 blocks stored at {ratio:.2f} of their records' size"

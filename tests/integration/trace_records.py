@@ -14,6 +14,7 @@ ALLOC = 4
 END = 11
 BLOCK_MAGIC = b"GMSB"
 WRITE_FAILED = 1  # format 3 header flags bit 0
+RAW, ZSTD, LZ4 = 0, 1, 2  # a format 3 block's codec (format/block.h BlockCodec)
 
 
 def header(path):
@@ -69,14 +70,14 @@ def blocks(path):
     while pos + 40 <= len(data):
         assert data[pos:pos + 4] == BLOCK_MAGIC, f"no block header at offset {pos}"
         seq, stored, raw, count, codec = struct.unpack_from("<IIIIB", data, pos + 4)
-        assert codec in (0, 1, 2) and (codec != 0 or raw == stored), (codec, raw, stored)
+        assert codec in (RAW, ZSTD, LZ4) and (codec != RAW or raw == stored), (codec, raw, stored)
         start = pos + 40
         if start + stored > len(data):
             break
         payload = data[start:start + stored]
-        if codec == 1:
+        if codec == ZSTD:
             payload = _zstd_decompress(payload, raw)
-        elif codec == 2:
+        elif codec == LZ4:
             payload = _lz4_decompress(payload, raw)
         assert len(payload) == raw, (len(payload), raw)
         out.append(dict(seq=seq, stored_size=stored, raw_size=raw, record_count=count, codec=codec,
