@@ -1,7 +1,8 @@
 // Batches handed from one thread to another, in order, at most `capacity` waiting: the producer
 // waits when the consumer lags, the consumer when there is nothing to do. Emptied batches go back
 // to the producer (recycle / spare), so a long stream allocates a few batches, not one per hand-off.
-// abort() (either side) wakes both for good: push returns false, pop returns nothing.
+// abort() (either side) wakes both for good: push returns false, pop returns nothing. The consumer
+// may lend its idle time to other work (pop's idle).
 #pragma once
 #include <condition_variable>
 #include <cstddef>
@@ -43,10 +44,19 @@ class BatchChannel {
     return b;
   }
 
-  // Consumer: the next batch; nothing once closed and drained, or aborted.
-  std::optional<Batch> pop() {
+  // Consumer: the next batch; nothing once closed and drained, or aborted. While none is there,
+  // the consumer does idle() (which returns whether it found anything to do) until it finds
+  // nothing, and then waits.
+  template <typename Idle>
+  std::optional<Batch> pop(Idle&& idle) {
     std::unique_lock lock(mutex_);
-    not_empty_.wait(lock, [&] { return !full_.empty() || closed_ || aborted_; });
+    const auto ready = [&] { return !full_.empty() || closed_ || aborted_; };
+    while (!ready()) {
+      lock.unlock();
+      const bool worked = idle();
+      lock.lock();
+      if (!worked) not_empty_.wait(lock, ready);
+    }
     if (aborted_ || full_.empty()) return std::nullopt;
     Batch b = std::move(full_.front());
     full_.pop_front();

@@ -97,6 +97,13 @@ class ReplayThread {
     if (batch_.size() == kBatch) hand_off();
   }
 
+  // The read's block work, done between batches when none is waiting (nullptr: withdrawn, and
+  // then no longer done once this returns).
+  void read_help(fmtr::ReadHelp* help) {
+    std::lock_guard lock(help_mutex_);
+    help_ = help;
+  }
+
   // Every event was handed in: waits until they are replayed; rethrows the replay's error.
   void finish() {
     hand_off();
@@ -118,7 +125,11 @@ class ReplayThread {
 
   void run(TimedReplay& replay) {
     try {
-      while (std::optional<std::vector<TimedEvent>> b = channel_.pop()) {
+      const auto help = [this] {
+        std::lock_guard lock(help_mutex_);
+        return help_ && help_->help();
+      };
+      while (std::optional<std::vector<TimedEvent>> b = channel_.pop(help)) {
         for (const TimedEvent& e : *b) std::visit(replay, e);
         channel_.recycle(std::move(*b));
       }
@@ -131,6 +142,8 @@ class ReplayThread {
   BatchChannel<TimedEvent> channel_{kDepth};
   std::vector<TimedEvent> batch_;
   std::exception_ptr error_;  // the replay's, read after join
+  std::mutex help_mutex_;     // held while helping, so that withdrawing waits for the help to end
+  fmtr::ReadHelp* help_ = nullptr;
   std::thread thread_;        // last: starts once the rest is there
 };
 
@@ -216,6 +229,11 @@ class Loader final : public fmtr::TraceSink {
   void meminfo(const fmtr::MemInfoRecord& r) override { timed(r); }
   void process_memory(const fmtr::ProcessMemoryRecord& r) override { timed(r); }
   void marker(const fmtr::MarkerRecord& r) override { timed(r); }
+
+  bool wants_read_help() const override { return pass_->worker.has_value(); }
+  void read_help(fmtr::ReadHelp* help) override {
+    if (pass_->worker) pass_->worker->read_help(help);
+  }
 
   // The streaming read failed: everything starts over, the replay on this thread, with every
   // Python stack known before the first event.

@@ -21,21 +21,28 @@ namespace gpumemshim::format {
 
 namespace {
 
-// How many threads check and decompress blocks ahead of the reader: GPUMEMSHIM_READ_THREADS if
-// set (0: none, the reader does it; at most kMaxReadThreads), else none for a stream of at most
-// small_stream bytes, else the caller's choice, else read_threads_for(the usable cores).
-unsigned decompress_workers(uint64_t stream_bytes, uint64_t small_stream,
-                            std::optional<unsigned> chosen) {
+// Who checks and decompresses blocks besides the reader.
+struct BlockHands {
+  unsigned workers = 0;  // threads of the stream's own, ahead of the reader
+  bool helper = false;   // the sink's thread, when it would otherwise wait
+};
+
+// GPUMEMSHIM_READ_THREADS if set (that many workers, at most kMaxReadThreads; 0: the reader
+// alone), else nobody for a stream of at most small_stream bytes, else the caller's choice of
+// workers, else read_threads_for(the usable cores); without workers, the sink if it helps.
+BlockHands block_hands(uint64_t stream_bytes, uint64_t small_stream,
+                       std::optional<unsigned> chosen, bool sink_helps) {
   constexpr unsigned kMaxReadThreads = 64;
   if (const char* env = std::getenv("GPUMEMSHIM_READ_THREADS"); env && *env) {
     char* end = nullptr;
     const unsigned long n = std::strtoul(env, &end, 10);
     if (*end == '\0' && env[0] != '-')
-      return static_cast<unsigned>(std::min<unsigned long>(n, kMaxReadThreads));
+      return {.workers = static_cast<unsigned>(std::min<unsigned long>(n, kMaxReadThreads))};
   }
-  if (stream_bytes <= small_stream) return 0;
-  if (chosen) return std::min(*chosen, kMaxReadThreads);
-  return read_threads_for(usable_cores());
+  if (stream_bytes <= small_stream) return {};
+  const unsigned workers =
+      chosen ? std::min(*chosen, kMaxReadThreads) : read_threads_for(usable_cores());
+  return {.workers = workers, .helper = workers == 0 && sink_helps};
 }
 
 // The next offset at or after `from` where a block header verifies; SIZE_MAX if none.
@@ -158,7 +165,7 @@ BlockScan scan_blocks(std::span<const uint8_t> file) {
 }
 
 BlockStream::BlockStream(const BlockScan& scan, std::span<const uint8_t> file, Version version,
-                         std::optional<unsigned> read_threads)
+                         std::optional<unsigned> read_threads, bool sink_helps)
     : scan_(scan), file_(file), version_(version), file_read_(file, 8ull << 20) {
   // Room for every block; only the pages between the reader and the producer are ever resident.
   // A page more so that a decoder reading ahead of the last record stays inside the mapping.
@@ -181,18 +188,21 @@ BlockStream::BlockStream(const BlockScan& scan, std::span<const uint8_t> file, V
   // left the cache by the time the reader got to them: the reader takes each block itself, when it
   // needs it, and reads it while it is still in the cache. With more, blocks are checked and
   // decompressed by workers on the cores the caller gives them (the analyzer's plan_threads), each
-  // into its place in the region.
+  // into its place in the region. With two, the caller's second thread (the analyzer's replay)
+  // shares the reader's: it takes the blocks ahead while it waits for events, so that whichever
+  // of the two is idle decompresses, and not one fixed thread that then limits the read.
   // A small stream neither: starting, waking and joining threads costs more than overlapping so
   // little decompression with the read saves.
-  const unsigned workers = decompress_workers(scan.raw_bytes, kInline, read_threads);
-  if (workers == 0 || scan.blocks.empty()) return;
+  const BlockHands hands = block_hands(scan.raw_bytes, kInline, read_threads, sink_helps);
+  if ((hands.workers == 0 && !hands.helper) || scan.blocks.empty()) return;
+  helped_ = hands.helper;
   slots_.resize(scan.blocks.size());
   uint64_t at = 0;
   for (size_t i = 0; i < scan.blocks.size(); ++i) {
     slots_[i].at = at;
     at += scan.blocks[i].header.raw_size;
   }
-  for (unsigned i = 0; i < workers; ++i) {
+  for (unsigned i = 0; i < hands.workers; ++i) {
     ZSTD_DCtx* dctx = ZSTD_createDCtx();
     if (!dctx) break;  // the workers started so far do the work
     worker_dctx_.push_back(dctx);
@@ -208,6 +218,7 @@ BlockStream::~BlockStream() {
   room_cv_.notify_all();
   for (std::thread& w : workers_) w.join();
   for (ZSTD_DCtx* d : worker_dctx_) ZSTD_freeDCtx(d);
+  ZSTD_freeDCtx(helper_dctx_);
   ZSTD_freeDCtx(dctx_);
   munmap(mapping_, mapping_size_);
 }
@@ -222,7 +233,7 @@ ZSTD_DCtx* BlockStream::reader_dctx(const BlockRef& b) {
 
 uint64_t BlockStream::wait_beyond(uint64_t at) {
   const size_t n = scan_.blocks.size();
-  if (workers_.empty()) {  // the reader takes the blocks itself
+  if (slots_.empty()) {  // the reader takes the blocks itself
     while (produced_ <= at && committed_ < n) {
       Checked c;
       const BlockRef& b = scan_.blocks[committed_];
@@ -236,31 +247,57 @@ uint64_t BlockStream::wait_beyond(uint64_t at) {
   // Rather than wait for the workers, the reader checks the next unclaimed block itself: when
   // they fall behind (one worker decompressing zstd blocks, slower than the reader at the
   // analysis) the cores share the decompression instead of one of them idling. At most one block
-  // beyond those the workers hold: a worker that stalls (a loaded machine) must not have the
-  // reader fill kAhead behind it, every page of it resident until the stalled block is done.
+  // beyond those the workers or the helper hold: one that stalls (a loaded machine) must not have
+  // the reader fill kAhead behind it, every page of it resident until the stalled block is done.
+  const size_t others = workers_.size() + (helped_ ? 1 : 0);
   std::unique_lock lock(mu_);
   consumed_ = at;
   room_cv_.notify_all();
   while (produced_ <= at && committed_ < n) {
-    if (claimed_ - committed_ > workers_.size() || !may_claim()) {
+    if (error_) std::rethrow_exception(error_);
+    if (claimed_ - committed_ > others || !may_claim()) {
       ready_cv_.wait(lock);
       continue;
     }
     check_next(lock, reader_dctx(scan_.blocks[claimed_]));
   }
+  if (error_) std::rethrow_exception(error_);
   return produced_;
 }
 
 // Under mu_ (held by `lock`): claims the next block, checks it into its slot without the lock,
-// and commits every block that is then done, in order.
+// and commits every block that is then done, in order. What the check throws (no memory) is kept
+// for the reader, who would otherwise wait for the block for ever; the block stays uncommitted.
 void BlockStream::check_next(std::unique_lock<std::mutex>& lock, ZSTD_DCtx* dctx) {
   const size_t i = claimed_++;
-  back_pages(slots_[i].at + scan_.blocks[i].header.raw_size);
-  lock.unlock();
-  check_block(scan_.blocks[i], dctx, region_ + slots_[i].at, slots_[i].checked);
-  lock.lock();
+  try {
+    back_pages(slots_[i].at + scan_.blocks[i].header.raw_size);
+    lock.unlock();
+    check_block(scan_.blocks[i], dctx, region_ + slots_[i].at, slots_[i].checked);
+    lock.lock();
+  } catch (...) {
+    if (!lock.owns_lock()) lock.lock();
+    if (!error_) error_ = std::current_exception();
+    stop_ = true;
+    ready_cv_.notify_all();
+    room_cv_.notify_all();
+    return;
+  }
   slots_[i].done = true;
   commit_done();
+}
+
+bool BlockStream::help() {
+  if (!helped_) return false;
+  std::unique_lock lock(mu_);
+  if (stop_ || !may_claim()) return false;
+  const BlockRef& b = scan_.blocks[claimed_];
+  if (!helper_dctx_ && b.header.codec == BlockCodec::kZstd) {
+    helper_dctx_ = ZSTD_createDCtx();  // only the helper's thread touches it
+    if (!helper_dctx_) return false;   // the reader does the work
+  }
+  check_next(lock, helper_dctx_);
+  return true;
 }
 
 // Under mu_: whether the next block may be claimed now, once it fits in kAhead (in the slots'
@@ -289,7 +326,7 @@ void BlockStream::commit_done() {
 }
 
 void BlockStream::consumed(uint64_t at) {
-  if (workers_.empty()) return;
+  if (slots_.empty()) return;
   {
     std::lock_guard lock(mu_);
     consumed_ = at;
@@ -299,7 +336,7 @@ void BlockStream::consumed(uint64_t at) {
 
 void BlockStream::release(uint64_t upto) {
   std::unique_lock lock(mu_, std::defer_lock);
-  if (!workers_.empty()) lock.lock();
+  if (!slots_.empty()) lock.lock();
   for (upto = upto / kHugePage * kHugePage; released_ < upto; released_ += kHugePage) {
     if (move_pages_ && kept_pages_.size() < kKeptPages)
       kept_pages_.push_back(released_);
@@ -308,7 +345,7 @@ void BlockStream::release(uint64_t upto) {
   }
 }
 
-// Under mu_ with workers, before anything is written to the region below `end`: the pages there
+// Under mu_ with slots, before anything is written to the region below `end`: the pages there
 // not backed yet get the memory of pages the reader released, moved in place (mremap moves the
 // page tables). The decompressed stream is written once and read once: every fresh page would
 // otherwise cost a fault and the kernel's zeroing of it, a fifth of a compressed trace's reading
@@ -352,10 +389,12 @@ void BlockStream::drop_page(uint64_t at) {
 
 const BlockResults& BlockStream::finish() {
   if (workers_.empty()) {
-    wait_beyond(UINT64_MAX);
+    wait_beyond(UINT64_MAX);  // with a helper, waits for the block it holds, if any
   } else {
     for (std::thread& w : workers_) w.join();
     workers_.clear();
+    std::lock_guard lock(mu_);
+    if (error_) std::rethrow_exception(error_);
   }
   return results_;
 }

@@ -2,7 +2,8 @@
 // file (resynchronising past bytes that are no block); a BlockStream then checks and decompresses
 // the blocks those headers describe on threads of their own, ahead of the reader (with one usable
 // core or a stream of at most 1 MiB: the reader itself, a block at a time, as it gets to it; the
-// reader also takes the next block itself whenever it would otherwise wait for them), into
+// reader also takes the next block itself whenever it would otherwise wait for them; without
+// threads, the sink's thread may share the reader's work through ReadHelp), into
 // one anonymous mapping laid out contiguously in file order. The reader reads records there as it
 // reads a 2.x file, and releases the pages behind it (release), whose memory the next blocks
 // reuse: the queued events point into the mapping, so a block's bytes stay where they were
@@ -10,6 +11,7 @@
 #pragma once
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -19,6 +21,7 @@
 #include "decoder.h"
 #include "gpumemshim/format/block.h"
 #include "gpumemshim/format/records.h"
+#include "gpumemshim/format/trace_reader.h"
 
 struct ZSTD_DCtx_s;
 typedef struct ZSTD_DCtx_s ZSTD_DCtx;
@@ -67,11 +70,12 @@ struct BlockResults {
   uint64_t records_before_end = 0;  // good records before the End
 };
 
-class BlockStream {
+class BlockStream final : public ReadHelp {
  public:
-  // read_threads: TraceReader::set_read_threads's, if set.
+  // read_threads: TraceReader::set_read_threads's, if set. sink_helps: the sink's
+  // wants_read_help(), taken when no read thread is started (see helped()).
   BlockStream(const BlockScan& scan, std::span<const uint8_t> file, Version version,
-              std::optional<unsigned> read_threads);
+              std::optional<unsigned> read_threads, bool sink_helps = false);
   ~BlockStream();
   BlockStream(const BlockStream&) = delete;
   BlockStream& operator=(const BlockStream&) = delete;
@@ -88,6 +92,13 @@ class BlockStream {
   void release(uint64_t upto);
   // Takes or waits for every block still unchecked and returns what the checks found.
   const BlockResults& finish();
+
+  // Whether another thread may share the reader's block work through help(): the sink wants to,
+  // there are no read threads, and the stream is worth sharing (see kInline).
+  bool helped() const { return helped_; }
+  // ReadHelp: the helper checks the next block into its place when it may be claimed, as a read
+  // thread does; the reader takes the others.
+  bool help() override;
 
  private:
   // What checking a block found.
@@ -137,12 +148,16 @@ class BlockStream {
   uint8_t* region_ = nullptr;
   size_t region_size_ = 0;
   ZSTD_DCtx* dctx_ = nullptr;  // the reader's own
-  std::vector<Slot> slots_;    // with workers
+  std::vector<Slot> slots_;    // with workers or a helper: blocks are claimed under mu_
   std::vector<ZSTD_DCtx*> worker_dctx_;
   std::vector<std::thread> workers_;
+  bool helped_ = false;
+  ZSTD_DCtx* helper_dctx_ = nullptr;  // the helper's own
+  // Under mu_: what checking a block threw on another thread (no memory), for the reader to throw.
+  std::exception_ptr error_;
   std::mutex mu_;
   std::condition_variable ready_cv_, room_cv_;
-  // Under mu_ with workers (the reader's own without): blocks claimed by a worker, blocks committed
+  // Under mu_ with slots (the reader's own without): blocks claimed by a worker, blocks committed
   // in order, the region's bytes committed (the reader may read that far), what the reader has
   // read, and the compressed file's pages released so far.
   size_t claimed_ = 0;
@@ -151,7 +166,7 @@ class BlockStream {
   uint64_t consumed_ = 0;
   bool stop_ = false;
   PassedPages file_read_;  // the compressed pages committed
-  // Under mu_ with workers: pages the reader released whose memory is kept (their offsets in the
+  // Under mu_ with slots: pages the reader released whose memory is kept (their offsets in the
   // region), the region's offset below which they were released, and the offset below which
   // every page was given a kept page or left to the kernel before anything was written there.
   std::vector<uint64_t> kept_pages_;

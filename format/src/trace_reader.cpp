@@ -576,6 +576,22 @@ TraceIntegrity checked_integrity(const BlockScan& scan, const BlockResults& foun
     t.detail = integrity_detail(t, scan, found, end_differs, header_disagrees);
   return t;
 }
+// The stream's block work offered to the sink for the time of one pass (withdrawn before the
+// stream goes, an error included).
+class OfferedHelp {
+ public:
+  OfferedHelp(TraceSink& sink, BlockStream& stream) : sink_(stream.helped() ? &sink : nullptr) {
+    if (sink_) sink_->read_help(&stream);
+  }
+  ~OfferedHelp() {
+    if (sink_) sink_->read_help(nullptr);
+  }
+  OfferedHelp(const OfferedHelp&) = delete;
+  OfferedHelp& operator=(const OfferedHelp&) = delete;
+
+ private:
+  TraceSink* sink_;
+};
 }  // namespace
 
 void TraceReader::read(TraceSink& sink) {
@@ -593,7 +609,9 @@ void TraceReader::read(TraceSink& sink) {
       gave_up = read.gave_up_because();
       return false;
     }
-    BlockStream stream(*m.blocks, m.file.bytes(), m.version, m.read_threads);
+    BlockStream stream(*m.blocks, m.file.bytes(), m.version, m.read_threads,
+                       sink.wants_read_help());
+    const OfferedHelp offered(sink, stream);
     ReadPass read(m.path, m.file.bytes(), m.version, m.counts, sink, streaming, &stream, &m.text);
     if (!read.run()) {
       gave_up = read.gave_up_because();

@@ -1,8 +1,8 @@
 """The benchmark generator's traces (bench/gen_trace) read as the shim's do: the same events as a
 format 2.0 and a format 3 trace give the same findings; the 3.x trace's flush marks hold (no event
 replayed late), and a trace whose marks do not hold says so in every report; the threads that
-decompress blocks ahead of the reader, and the reader taking blocks itself when they fall behind,
-never change the report."""
+decompress blocks ahead of the reader, the reader taking blocks itself when they fall behind, and
+the replay thread taking them between its batches never change the report."""
 import json
 import os
 import subprocess
@@ -23,18 +23,19 @@ def generate(path, *flags):
     return path
 
 
-def cli(*args, **env):
+def cli(*args, cpus=None, **env):
     e = cli_env()
     e.update(env)
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     r = subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=300,
-                       env=e)
+                       env=e, preexec_fn=pin)
     assert r.returncode == 0, r.stderr
     return r.stdout
 
 
-def findings(trace, **env):
+def findings(trace, cpus=None, **env):
     """The JSON report without what names the file and its format."""
-    report = json.loads(cli("report", "--format", "json", trace, **env))
+    report = json.loads(cli("report", "--format", "json", trace, cpus=cpus, **env))
     del report["integrity"]
     for p in report["processes"]:
         for key in ("trace", "trace_bytes", "format_version", "integrity"):
@@ -59,6 +60,8 @@ def test_read_threads_do_not_change_the_report(tmp_path):
     assert alone["summary"]["allocations"] > 100000
     for threads in ("1", "3"):
         assert findings(trace, GPUMEMSHIM_READ_THREADS=threads) == alone, threads
+    # Two cores: no read thread; the replay thread takes blocks between its batches.
+    assert findings(trace, cpus=sorted(os.sched_getaffinity(0))[:2]) == alone
 
 
 def test_late_events_are_declared_in_every_report(tmp_path):

@@ -735,3 +735,49 @@ TEST(BlockStream, ReadThreadsStayWithinTheirLeadOfTheReader) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // as far ahead as they may go
   EXPECT_LE(stream.wait_beyond(0), gf::BlockStream::kAhead + largest);
 }
+
+// The sink's thread that shares the blocks (ReadHelp, no read threads) keeps the same lead: it
+// takes blocks until that far ahead, then none until the reader moves on.
+TEST(BlockStream, AHelperStaysWithinItsLeadOfTheReader) {
+  gpumemshim::testing::TempDir dir;
+  TraceBuilder t;
+  t.blocks(1024);
+  t.process(1, "app");
+  for (uint64_t i = 0; i < 800'000; ++i) t.alloc(0x100000, 4096).free(0x100000);
+  t.end();
+  gf::MappedFile file;
+  ASSERT_EQ(file.open(t.write(dir.file("t.trace"))), "");
+  const gf::BlockScan scan = gf::scan_blocks(file.bytes());
+  ASSERT_GT(scan.raw_bytes, 2 * gf::BlockStream::kAhead);
+  uint64_t largest = 0;
+  for (const gf::BlockRef& b : scan.blocks)
+    largest = std::max<uint64_t>(largest, b.header.raw_size);
+  gf::BlockStream stream(scan, file.bytes(), gf::kVersion, 0u, true);
+  ASSERT_TRUE(stream.helped());
+  size_t taken = 0;
+  while (stream.help()) ++taken;
+  EXPECT_GT(taken, 1u);
+  const uint64_t ahead = stream.wait_beyond(0);  // what the helper made ready
+  EXPECT_GE(ahead, gf::BlockStream::kAhead - largest);
+  EXPECT_LE(ahead, gf::BlockStream::kAhead + largest);
+  stream.consumed(ahead);  // the reader caught up: the helper takes blocks again
+  EXPECT_TRUE(stream.help());
+  EXPECT_EQ(stream.finish().good_blocks, scan.blocks.size());
+}
+
+// A stream no sink helps, or one with read threads, is not shared.
+TEST(BlockStream, OnlyAStreamWithoutReadThreadsIsShared) {
+  gpumemshim::testing::TempDir dir;
+  TraceBuilder t;
+  t.blocks(1024);
+  for (uint64_t i = 0; i < 100'000; ++i) t.alloc(0x100000, 4096).free(0x100000);
+  t.end();
+  gf::MappedFile file;
+  ASSERT_EQ(file.open(t.write(dir.file("t.trace"))), "");
+  const gf::BlockScan scan = gf::scan_blocks(file.bytes());
+  ASSERT_GT(scan.raw_bytes, 1u << 20);
+  EXPECT_FALSE(gf::BlockStream(scan, file.bytes(), gf::kVersion, 0u, false).helped());
+  gf::BlockStream threaded(scan, file.bytes(), gf::kVersion, 1u, true);
+  EXPECT_FALSE(threaded.helped());
+  EXPECT_FALSE(threaded.help());
+}

@@ -3,8 +3,13 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpumemshim/format/block.h"
@@ -38,9 +43,10 @@ struct Read {
   gf::TraceIntegrity integrity;
   std::vector<uint64_t> events;  // time, address or size of each event, in order
   uint64_t records = 0;
+  uint64_t helped = 0;  // blocks a Helping sink's thread took
 };
 
-class Keep final : public gf::TraceSink {
+class Keep : public gf::TraceSink {
  public:
   std::vector<uint64_t> events;
   void alloc(const gf::AllocRecord& r) override {
@@ -58,11 +64,70 @@ class Keep final : public gf::TraceSink {
   void restart() override { events.clear(); }
 };
 
+// Keep, with a thread that takes blocks through ReadHelp while the read offers them, as the
+// analyzer's replay thread does between batches (here all the time, to take as many as it may).
+// Its first event waits until that thread took a block, so that every read offered help is one
+// whose blocks two threads shared.
+class Helping final : public Keep {
+ public:
+  std::atomic<uint64_t> helped = 0;
+  int offers = 0, withdrawals = 0;
+
+  bool wants_read_help() const override { return true; }
+  void read_help(gf::ReadHelp* help) override {
+    if (help) {
+      ++offers;
+      stop_ = false;
+      waited_ = false;
+      helper_ = std::thread([this, help] {
+        while (!stop_) {
+          if (help->help()) {
+            std::lock_guard lock(mu_);
+            ++helped;
+            took_cv_.notify_all();
+          } else {
+            std::this_thread::yield();
+          }
+        }
+      });
+      return;
+    }
+    ++withdrawals;
+    stop_ = true;
+    helper_.join();
+  }
+  void alloc(const gf::AllocRecord& r) override {
+    if (offers > withdrawals && !waited_) {  // once, and bounded: a failed test, not a hung one
+      waited_ = true;
+      std::unique_lock lock(mu_);
+      took_cv_.wait_for(lock, std::chrono::seconds(20), [&] { return helped > 0; });
+    }
+    Keep::alloc(r);
+  }
+
+ private:
+  std::thread helper_;
+  std::atomic<bool> stop_ = false;
+  bool waited_ = false;  // for the helper's first block, in this offer
+  std::mutex mu_;
+  std::condition_variable took_cv_;
+};
+
 Read read(const std::string& path) {
   gf::TraceReader reader(path);
   Keep sink;
   reader.read(sink);
   return Read{reader.integrity(), sink.events, reader.counts().records};
+}
+
+// No read threads (as on two cores): the reader shares the blocks with a Helping sink's thread.
+Read read_helped(const std::string& path) {
+  gf::TraceReader reader(path);
+  reader.set_read_threads(0);
+  Helping sink;
+  reader.read(sink);
+  EXPECT_EQ(sink.offers, sink.withdrawals);
+  return Read{reader.integrity(), sink.events, reader.counts().records, sink.helped};
 }
 
 Read read_bytes(const TempDir& dir, const std::vector<uint8_t>& bytes, size_t limit = SIZE_MAX) {
@@ -317,10 +382,10 @@ Read read_with(TempDir& dir, const std::vector<uint8_t>& bytes, size_t limit, co
 }
 
 // The trace whole, cut short, with each of `damaged` blocks' payload flipped, and with two of
-// them at once: each read the same by the reader alone, on one core, and with 1, 3 and 16 read
-// threads.
-void expect_the_same_whatever_the_threads(const TraceBuilder& t,
-                                          const std::vector<size_t>& damaged) {
+// them at once: each read the same by the reader alone, on one core, with 1, 3 and 16 read
+// threads, and shared with the sink's thread (ReadHelp; helps: a stream that is worth sharing).
+void expect_the_same_whatever_the_threads(const TraceBuilder& t, const std::vector<size_t>& damaged,
+                                          bool helps = false) {
   TempDir dir;
   const std::vector<uint8_t> whole = t.bytes();
   const std::vector<size_t>& blocks = t.block_offsets();
@@ -356,14 +421,25 @@ void expect_the_same_whatever_the_threads(const TraceBuilder& t,
       EXPECT_EQ(r.integrity.status, inline_read.integrity.status);
       EXPECT_EQ(r.integrity.detail, inline_read.integrity.detail);
     }
+    unsetenv("GPUMEMSHIM_READ_THREADS");
+    const Read helped = read_helped(TraceBuilder::write_file(dir.file("t.trace"), bytes, limit));
+    EXPECT_EQ(helped.events, inline_read.events);
+    EXPECT_EQ(helped.records, inline_read.records);
+    EXPECT_EQ(helped.integrity.status, inline_read.integrity.status);
+    EXPECT_EQ(helped.integrity.detail, inline_read.integrity.detail);
+    // A stream worth sharing (more than 1 MiB of records) is shared.
+    if (helps) {
+      EXPECT_GT(helped.helped, 0u);
+    }
   }
 }
 
 }  // namespace
 
 // Blocks are checked and decompressed by the reader itself (one usable core, or
-// GPUMEMSHIM_READ_THREADS=0) or by worker threads that may finish out of order: the same events,
-// counts and verdicts either way, for whole, cut and damaged traces.
+// GPUMEMSHIM_READ_THREADS=0), by worker threads that may finish out of order, or by the reader and
+// the sink's thread in turns: the same events, counts and verdicts either way, for whole, cut and
+// damaged traces.
 TEST(TraceIntegrity, EveryNumberOfReadThreadsReadsTheSame) {
   TraceBuilder t = sample();
   std::vector<size_t> every(t.block_offsets().size());
@@ -388,7 +464,7 @@ TEST(TraceIntegrity, ALongStreamReadsTheSameWhateverTheThreads) {
   t.end();
   const size_t n = t.block_offsets().size();
   ASSERT_GT(n, 100u);
-  expect_the_same_whatever_the_threads(t, {2, n / 3, n / 2, n - 2});
+  expect_the_same_whatever_the_threads(t, {2, n / 3, n / 2, n - 2}, true);
 }
 
 // Every single-byte flip, every cut and every 3-byte overwrite of a trace reads either exactly as

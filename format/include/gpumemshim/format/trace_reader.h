@@ -102,6 +102,19 @@ unsigned read_threads_for(unsigned cores);
 // "complete", "unchecked (format 2)", "incomplete", "damaged", "write-failed".
 std::string integrity_name(const TraceIntegrity&, Version);
 
+// Work a format 3 read gives one other thread of its caller's, for the time that thread would
+// otherwise wait (the analyzer's replay thread between batches): checking and decompressing the
+// blocks ahead of the reader, which the reader would otherwise do between its records.
+class ReadHelp {
+ public:
+  // Checks and decompresses the next block if one may be taken now; false when none may (the
+  // helper then waits for its own work). From one thread at a time.
+  virtual bool help() = 0;
+
+ protected:
+  ~ReadHelp() = default;
+};
+
 // The consumer of a read. String views point into the mapped file: valid while the reader lives.
 // Frame arrays (StackRecord::frames, PyStackRecord::frames) are valid during the call only.
 class TraceSink {
@@ -136,6 +149,13 @@ class TraceSink {
   // Everything delivered so far is void: the read starts over from the first record, holding every
   // event to the end of the file.
   virtual void restart() {}
+
+  // Whether the sink has a thread that would call ReadHelp::help() while it waits for events.
+  virtual bool wants_read_help() const { return false; }
+  // A read that has block work to share (no read threads, a stream worth sharing) offers it when
+  // it starts and withdraws it (nullptr) before it ends: once this returns with nullptr, the sink
+  // is in no help() call and makes none.
+  virtual void read_help(ReadHelp*) {}
 };
 
 class TraceReader {
@@ -149,8 +169,9 @@ class TraceReader {
   const std::string& path() const;
   Version version() const;
   // Format 3: how many threads check and decompress blocks ahead of the read (0: the reading
-  // thread does it, a block at a time). Unset: by the cores this process may use, leaving one to
-  // the read and one to the caller. GPUMEMSHIM_READ_THREADS overrides both.
+  // thread does it, a block at a time, shared with the sink's thread if it wants_read_help()).
+  // Unset: by the cores this process may use, leaving one to the read and one to the caller.
+  // GPUMEMSHIM_READ_THREADS overrides both (0 there: the reading thread alone).
   void set_read_threads(unsigned n);
 
   // Reads every record into `sink` (see above). Throws TraceReadError for a malformed record;
