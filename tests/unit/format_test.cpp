@@ -713,23 +713,33 @@ TEST(FormatReader, NextHotFramesRunsOfHotRecordsAndStopsBeforeTheRest) {
   EXPECT_EQ(raw.type, gf::RecordType::kAlloc);
 }
 
-// Read threads decompress ahead of the reader only so far (BlockStream::kAhead): a stream whose
-// blocks decompress faster than the reader reads them (a repetitive loop's, two threads) must not
-// end up decompressed, and resident, whole while the reader stands still.
-TEST(BlockStream, ReadThreadsStayWithinTheirLeadOfTheReader) {
+// A stream whose blocks decompress faster than a reader reads them (a repetitive loop's), more than
+// twice BlockStream::kAhead long.
+class LoopStream : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TraceBuilder t;
+    t.blocks(1024);
+    t.process(1, "app");
+    for (uint64_t i = 0; i < 800'000; ++i) t.alloc(0x100000, 4096).free(0x100000);
+    t.end();
+    ASSERT_EQ(file.open(t.write(dir.file("t.trace"))), "");
+    scan = gf::scan_blocks(file.bytes());
+    ASSERT_GT(scan.raw_bytes, 2 * gf::BlockStream::kAhead);
+    for (const gf::BlockRef& b : scan.blocks)
+      largest = std::max<uint64_t>(largest, b.header.raw_size);
+  }
+
   gpumemshim::testing::TempDir dir;
-  TraceBuilder t;
-  t.blocks(1024);
-  t.process(1, "app");
-  for (uint64_t i = 0; i < 800'000; ++i) t.alloc(0x100000, 4096).free(0x100000);
-  t.end();
   gf::MappedFile file;
-  ASSERT_EQ(file.open(t.write(dir.file("t.trace"))), "");
-  const gf::BlockScan scan = gf::scan_blocks(file.bytes());
-  ASSERT_GT(scan.raw_bytes, 2 * gf::BlockStream::kAhead);
-  uint64_t largest = 0;
-  for (const gf::BlockRef& b : scan.blocks)
-    largest = std::max<uint64_t>(largest, b.header.raw_size);
+  gf::BlockScan scan;
+  uint64_t largest = 0;  // a block's raw size
+};
+
+// Read threads decompress ahead of the reader only so far (BlockStream::kAhead): a stream whose
+// blocks decompress faster than the reader reads them (two threads) must not end up decompressed,
+// and resident, whole while the reader stands still.
+TEST_F(LoopStream, ReadThreadsStayWithinTheirLeadOfTheReader) {
   gf::BlockStream stream(scan, file.bytes(), gf::kVersion, 2u);
   ASSERT_GT(stream.wait_beyond(0), 0u);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // as far ahead as they may go
@@ -738,20 +748,7 @@ TEST(BlockStream, ReadThreadsStayWithinTheirLeadOfTheReader) {
 
 // The sink's thread that shares the blocks (ReadHelp, no read threads) keeps the same lead: it
 // takes blocks until that far ahead, then none until the reader moves on.
-TEST(BlockStream, AHelperStaysWithinItsLeadOfTheReader) {
-  gpumemshim::testing::TempDir dir;
-  TraceBuilder t;
-  t.blocks(1024);
-  t.process(1, "app");
-  for (uint64_t i = 0; i < 800'000; ++i) t.alloc(0x100000, 4096).free(0x100000);
-  t.end();
-  gf::MappedFile file;
-  ASSERT_EQ(file.open(t.write(dir.file("t.trace"))), "");
-  const gf::BlockScan scan = gf::scan_blocks(file.bytes());
-  ASSERT_GT(scan.raw_bytes, 2 * gf::BlockStream::kAhead);
-  uint64_t largest = 0;
-  for (const gf::BlockRef& b : scan.blocks)
-    largest = std::max<uint64_t>(largest, b.header.raw_size);
+TEST_F(LoopStream, AHelperStaysWithinItsLeadOfTheReader) {
   gf::BlockStream stream(scan, file.bytes(), gf::kVersion, 0u, true);
   ASSERT_TRUE(stream.helped());
   size_t taken = 0;
