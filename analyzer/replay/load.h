@@ -61,13 +61,13 @@ struct LoadThreads {
   unsigned read_threads = 0;   // format 3: threads that check and decompress blocks ahead
   bool symbol_warmup = false;  // the stacks' modules opened ahead (SymbolWarmup), little CPU
 };
-// What `cores` cores are best spent on for one trace of version `v`. A second core takes the replay,
-// the reader keeps reading, ordering and decoding, and LZ4 blocks (3.3 on) are decompressed by the
-// reader or, between its batches, by the replay thread (ReadHelp), whichever is idle. A third core takes a read thread, which
-// decompresses and checks blocks ahead of the reader; one keeps up with the replay. zstd blocks
-// (3.0-3.2) decompress about as slowly as the replay runs: they get read threads first, the
-// replay thread from the third core. With a second core, also the symbols' warm-up, which mostly
-// waits and fits in the gaps the others leave.
+// What `cores` cores are best spent on for one trace of version `v`. A second core takes the
+// replay, the reader keeps reading, ordering and decoding, and LZ4 blocks (3.3 on) are decompressed
+// by the reader or, between its batches, by the replay thread (ReadHelp), whichever is idle. A third
+// core takes a read thread, which decompresses and checks blocks ahead of the reader; one keeps up
+// with the replay. zstd blocks (3.0-3.2) decompress about as slowly as the replay runs: they get
+// read threads first, the replay thread from the third core. With a second core, also the symbols'
+// warm-up, which mostly waits and fits in the gaps the others leave.
 LoadThreads plan_threads(unsigned cores, format::Version v);
 
 // Throws TraceError("<path>: <reason>") for anything that is not a usable trace. site_groups: see
