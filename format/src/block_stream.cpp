@@ -223,11 +223,15 @@ BlockStream::~BlockStream() {
   munmap(mapping_, mapping_size_);
 }
 
+// A thread's own decompression context, made at its first zstd block (raw and LZ4 blocks need
+// none): false when it could not be made.
+bool BlockStream::own_dctx(ZSTD_DCtx*& own, const BlockRef& b) {
+  if (!own && b.header.codec == BlockCodec::kZstd) own = ZSTD_createDCtx();
+  return own || b.header.codec != BlockCodec::kZstd;
+}
+
 ZSTD_DCtx* BlockStream::reader_dctx(const BlockRef& b) {
-  if (!dctx_ && b.header.codec == BlockCodec::kZstd) {
-    dctx_ = ZSTD_createDCtx();  // made at the first compressed block: raw ones need none
-    if (!dctx_) throw std::bad_alloc();
-  }
+  if (!own_dctx(dctx_, b)) throw std::bad_alloc();
   return dctx_;
 }
 
@@ -291,11 +295,8 @@ bool BlockStream::help() {
   if (!helped_) return false;
   std::unique_lock lock(mu_);
   if (stop_ || !may_claim()) return false;
-  const BlockRef& b = scan_.blocks[claimed_];
-  if (!helper_dctx_ && b.header.codec == BlockCodec::kZstd) {
-    helper_dctx_ = ZSTD_createDCtx();  // only the helper's thread touches it
-    if (!helper_dctx_) return false;   // the reader does the work
-  }
+  // The helper's context is touched by its thread only; none to be had: the reader does the work.
+  if (!own_dctx(helper_dctx_, scan_.blocks[claimed_])) return false;
   check_next(lock, helper_dctx_);
   return true;
 }

@@ -121,6 +121,7 @@ class BlockStream final : public ReadHelp {
   void commit(const Checked& c, uint64_t written_at);
   void back_pages(uint64_t end);
   void drop_page(uint64_t at);
+  static bool own_dctx(ZSTD_DCtx*& own, const BlockRef& b);
   ZSTD_DCtx* reader_dctx(const BlockRef& b);
   void check_block(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, Checked& out);
   bool block_is_good(const BlockRef& b, ZSTD_DCtx* dctx, uint8_t* dst, uint32_t& end_index,
