@@ -48,9 +48,15 @@ for tool in "${needed[@]}"; do
   [ -x "$tool" ] || command -v "$tool" >/dev/null || { echo "missing $tool" >&2; exit 2; }
 done
 
-elapsed() {  # /usr/bin/time -v output -> seconds
-  awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, p, ":"); s = 0;
-              for (i = 1; i <= n; ++i) s = s * 60 + p[i]; print s}' "$1"
+# Times one run to the microsecond (/usr/bin/time's elapsed has 10 ms steps, 3 % of a 0.3 s read:
+# the size of the difference the comparisons look for) and keeps /usr/bin/time's accounting of it
+# in $dir/time.txt. Prints "wall_s cpu_s".
+timed() {
+  local t0=$EPOCHREALTIME
+  /usr/bin/time -v -o "$dir/time.txt" "$@"
+  local t1=$EPOCHREALTIME
+  awk -v a="$t0" -v b="$t1" -F': ' '/User time/ {u = $2} /System time/ {s = $2}
+    END {printf "%.6f %.2f\n", b - a, u + s}' "$dir/time.txt"
 }
 best_median() {  # seconds... -> "best median"
   printf '%s\n' "$@" | sort -n | awk '{a[NR] = $1} END {print a[1], a[int((NR + 1) / 2)]}'
@@ -60,8 +66,8 @@ dir=${GPUMEMSHIM_BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$dir"
 [ -n "${GPUMEMSHIM_BENCH_DIR:-}" ] || trap 'rm -rf "$dir"' EXIT
 
-printf '| events | build | trace bytes | seconds (best) | median | M events/s (best) | peak RSS MiB | RSS bytes/event | %s cores s | %s cores M events/s |\n' "$ncores" "$ncores"
-printf '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n'
+printf '| events | build | trace bytes | seconds (best) | median | M events/s (best) | peak RSS MiB | RSS bytes/event | %s cores s (best) | median | CPU s (median) | %s cores M events/s (best) |\n' "$ncores" "$ncores"
+printf '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 for n in "${sizes[@]}"; do
   # format 3.0 in the shim's ordered flushes (the name differs from those of the older kinds,
   # gen.N.v2o.trace of format 2.0 among them, so that a cached trace of another kind is not reused)
@@ -82,27 +88,34 @@ for n in "${sizes[@]}"; do
   if [ -f "$n" ]; then
     n=$("${clis[0]}" stats "$n" | awk '$1 == "events" {print $2}')
   fi
-  declare -A one=() two=() rss=()
+  declare -A one=() two=() cpu=() rss=()
   for ((r = 0; r < rounds; ++r)); do
     for i in "${!clis[@]}"; do
-      /usr/bin/time -v -o "$dir/time.txt" taskset -c 0 "${clis[$i]}" report --format json --jobs 1 \
-        --quiet -o /dev/null "${trace[${kinds[$i]}]}"
-      one[$i]="${one[$i]:-} $(elapsed "$dir/time.txt")"
+      read -r wall _ <<<"$(timed taskset -c 0 "${clis[$i]}" report --format json --jobs 1 \
+        --quiet -o /dev/null "${trace[${kinds[$i]}]}")"
+      one[$i]="${one[$i]:-} $wall"
       rss[$i]=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$dir/time.txt")
       if [ "$ncores" -ge 2 ]; then
-        /usr/bin/time -v -o "$dir/time2.txt" taskset -c "$cores" "${clis[$i]}" report --format json --quiet \
-          -o /dev/null "${trace[${kinds[$i]}]}"
-        two[$i]="${two[$i]:-} $(elapsed "$dir/time2.txt")"
+        read -r wall used <<<"$(timed taskset -c "$cores" "${clis[$i]}" report --format json --quiet \
+          -o /dev/null "${trace[${kinds[$i]}]}")"
+        two[$i]="${two[$i]:-} $wall"
+        cpu[$i]="${cpu[$i]:-} $used"
       fi
     done
   done
   for i in "${!clis[@]}"; do
     read -r best median <<<"$(best_median ${one[$i]})"
-    t=0
-    [ -n "${two[$i]:-}" ] && read -r t _ <<<"$(best_median ${two[$i]})"
-    awk -v n="$n" -v name="${names[$i]}" -v b="${bytes[${kinds[$i]}]}" -v s="$best" -v m="$median" -v r="${rss[$i]}" -v t="$t" 'BEGIN {
-      printf "| %d | %s | %.0f | %.2f | %.2f | %.2f | %.0f | %.1f | %s | %s |\n", n, name, b, s, m, n / s / 1e6,
-        r / 1024, r * 1024 / n, (t > 0 ? sprintf("%.2f", t) : "-"), (t > 0 ? sprintf("%.2f", n / t / 1e6) : "-") }'
+    t=0 tm=0 c=0
+    if [ -n "${two[$i]:-}" ]; then
+      read -r t tm <<<"$(best_median ${two[$i]})"
+      read -r _ c <<<"$(best_median ${cpu[$i]})"
+    fi
+    awk -v n="$n" -v name="${names[$i]}" -v b="${bytes[${kinds[$i]}]}" -v s="$best" -v m="$median" -v r="${rss[$i]}" \
+      -v t="$t" -v tm="$tm" -v c="$c" 'BEGIN {
+      multi = t > 0
+      printf "| %d | %s | %.0f | %.3f | %.3f | %.2f | %.0f | %.1f | %s | %s | %s | %s |\n", n, name, b, s, m, n / s / 1e6,
+        r / 1024, r * 1024 / n, (multi ? sprintf("%.3f", t) : "-"), (multi ? sprintf("%.3f", tm) : "-"),
+        (multi ? sprintf("%.2f", c) : "-"), (multi ? sprintf("%.2f", n / t / 1e6) : "-") }'
   done
-  unset one two rss trace bytes
+  unset one two cpu rss trace bytes
 done
