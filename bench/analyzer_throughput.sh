@@ -12,6 +12,8 @@
 # as it is and, for a 2.0 baseline, as the same records in a 2.0 file (bench/trace_to_v2.py).
 #   GPUMEMSHIM_BENCH_DIR=/big/disk ...   where the traces go (default: a temp dir, removed after)
 #   GPUMEMSHIM_BENCH_ROUNDS=N ...        rounds per measurement: the best and the median are shown
+#   GPUMEMSHIM_BENCH_CORE=C ...          the one core's CPU (default 0; empty: no one-core runs)
+#   GPUMEMSHIM_BENCH_CORES=LIST ...      the several cores' CPUs, a taskset list (default 0,1)
 #   GPUMEMSHIM_BASELINE=/other/bin/gpumemshim ...  another build's CLI, timed in the same rounds,
 #                                        interleaved with this one's (a side-by-side comparison on a
 #                                        machine whose speed drifts)
@@ -24,6 +26,7 @@ shift || true
 sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(50000000)
 rounds=${GPUMEMSHIM_BENCH_ROUNDS:-1}
+core=${GPUMEMSHIM_BENCH_CORE-0}
 cores=${GPUMEMSHIM_BENCH_CORES:-0,1}  # a taskset CPU list
 ncores=$(taskset -c "$cores" nproc)
 # Each run: a CLI and the trace kind it reads (v3: format 3.0, v2o: 2.0 in the shim's ordered
@@ -91,10 +94,12 @@ for n in "${sizes[@]}"; do
   declare -A one=() two=() cpu=() rss=()
   for ((r = 0; r < rounds; ++r)); do
     for i in "${!clis[@]}"; do
-      read -r wall _ <<<"$(timed taskset -c 0 "${clis[$i]}" report --format json --jobs 1 \
-        --quiet -o /dev/null "${trace[${kinds[$i]}]}")"
-      one[$i]="${one[$i]:-} $wall"
-      rss[$i]=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$dir/time.txt")
+      if [ -n "$core" ]; then
+        read -r wall _ <<<"$(timed taskset -c "$core" "${clis[$i]}" report --format json --jobs 1 \
+          --quiet -o /dev/null "${trace[${kinds[$i]}]}")"
+        one[$i]="${one[$i]:-} $wall"
+        rss[$i]=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$dir/time.txt")
+      fi
       if [ "$ncores" -ge 2 ]; then
         read -r wall used <<<"$(timed taskset -c "$cores" "${clis[$i]}" report --format json --quiet \
           -o /dev/null "${trace[${kinds[$i]}]}")"
@@ -104,18 +109,34 @@ for n in "${sizes[@]}"; do
     done
   done
   for i in "${!clis[@]}"; do
-    read -r best median <<<"$(best_median ${one[$i]})"
+    best=0 median=0
+    [ -n "${one[$i]:-}" ] && read -r best median <<<"$(best_median ${one[$i]})"
     t=0 tm=0 c=0
     if [ -n "${two[$i]:-}" ]; then
       read -r t tm <<<"$(best_median ${two[$i]})"
       read -r _ c <<<"$(best_median ${cpu[$i]})"
     fi
-    awk -v n="$n" -v name="${names[$i]}" -v b="${bytes[${kinds[$i]}]}" -v s="$best" -v m="$median" -v r="${rss[$i]}" \
+    awk -v n="$n" -v name="${names[$i]}" -v b="${bytes[${kinds[$i]}]}" -v s="$best" -v m="$median" -v r="${rss[$i]:-0}" \
       -v t="$t" -v tm="$tm" -v c="$c" 'BEGIN {
       multi = t > 0
-      printf "| %d | %s | %.0f | %.3f | %.3f | %.2f | %.0f | %.1f | %s | %s | %s | %s |\n", n, name, b, s, m, n / s / 1e6,
-        r / 1024, r * 1024 / n, (multi ? sprintf("%.3f", t) : "-"), (multi ? sprintf("%.3f", tm) : "-"),
+      one = s > 0
+      printf "| %d | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, name, b,
+        (one ? sprintf("%.3f", s) : "-"), (one ? sprintf("%.3f", m) : "-"), (one ? sprintf("%.2f", n / s / 1e6) : "-"),
+        (one ? sprintf("%.0f", r / 1024) : "-"), (one ? sprintf("%.1f", r * 1024 / n) : "-"),
+        (multi ? sprintf("%.3f", t) : "-"), (multi ? sprintf("%.3f", tm) : "-"),
         (multi ? sprintf("%.2f", c) : "-"), (multi ? sprintf("%.2f", n / t / 1e6) : "-") }'
+  done
+  # Against each other build or trace, the median of the rounds' ratios: each round's runs follow
+  # each other, so a machine whose speed drifts between rounds moves both sides of a ratio alike.
+  for ((i = 1; i < ${#clis[@]}; ++i)); do
+    for mode in one two; do
+      declare -n times=$mode
+      [ -n "${times[0]:-}" ] || continue
+      paste <(printf '%s\n' ${times[0]}) <(printf '%s\n' ${times[$i]}) | awk '{print $1 / $2}' | sort -n |
+        awk -v what="${names[0]} / ${names[$i]}, $([ $mode = one ] && echo "one core" || echo "$ncores cores")" \
+          '{r[NR] = $1} END {printf "%s: %.3f (the median of %d rounds, each its own ratio; %.3f-%.3f)\n", what, r[int((NR + 1) / 2)], NR, r[1], r[NR]}'
+      unset -n times
+    done
   done
   unset one two cpu rss trace bytes
 done
