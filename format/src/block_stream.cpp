@@ -30,8 +30,8 @@ struct BlockHands {
 // GPUMEMSHIM_READ_THREADS if set (that many workers, at most kMaxReadThreads; 0: the reader
 // alone), else nobody for a stream of at most small_stream bytes, else the caller's choice of
 // workers, else read_threads_for(the usable cores); without workers, the sink if it helps.
-BlockHands block_hands(uint64_t stream_bytes, uint64_t small_stream,
-                       std::optional<unsigned> chosen, bool sink_helps) {
+BlockHands block_hands(uint64_t stream_bytes, uint64_t small_stream, std::optional<unsigned> chosen,
+                       bool sink_helps) {
   constexpr unsigned kMaxReadThreads = 64;
   if (const char* env = std::getenv("GPUMEMSHIM_READ_THREADS"); env && *env) {
     char* end = nullptr;
@@ -351,15 +351,15 @@ void BlockStream::release(uint64_t upto) {
 // page tables). The decompressed stream is written once and read once: every fresh page would
 // otherwise cost a fault and the kernel's zeroing of it, a fifth of a compressed trace's reading
 // time. The region never has a hole that another mapping of the process could take: the moved
-// page's place stays mapped (MREMAP_DONTUNMAP, Linux 5.7; without it, pages are not moved), and
-// the move itself replaces the destination's mapping at once.
+// page's place stays mapped (MREMAP_DONTUNMAP), and the move itself replaces the destination's
+// mapping at once. A kernel before 5.7 refuses the flag: pages are then not moved.
 void BlockStream::back_pages(uint64_t end) {
   end = std::min<uint64_t>(end, region_size_);
   for (; backed_ < end; backed_ += kHugePage) {
     if (kept_pages_.empty() || !move_pages_) continue;  // the kernel faults this one in
     const uint64_t from = kept_pages_.back();
     kept_pages_.pop_back();
-    void* to = region_ + backed_;
+    uint8_t* const to = region_ + backed_;
     if (mremap(region_ + from, kHugePage, kHugePage,
                MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to) != MAP_FAILED) {
       drop_page(from);  // empty now: merged into the released part's mapping
@@ -369,15 +369,26 @@ void BlockStream::back_pages(uint64_t end) {
     drop_page(from);
     for (uint64_t kept : kept_pages_) drop_page(kept);
     kept_pages_.clear();
-    // A move that failed after the destination was unmapped: mapped afresh, unless another
-    // mapping took its place meanwhile (then nothing can be written there).
-    if (mmap(to, kHugePage, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0) == to) {
-      madvise(to, kHugePage, MADV_HUGEPAGE);
-    } else if (errno != EEXIST) {
-      throw std::bad_alloc();
-    }
+    remap_if_unmapped(to);
   }
+}
+
+// After a move that failed: the destination is still mapped when the kernel refused the call
+// before it unmapped anything (an unknown flag), else it is mapped afresh in its place. Another
+// thread's mapping may have taken that hole meanwhile: nothing can be written there then, and the
+// read stops as out of memory rather than write over it.
+void BlockStream::remap_if_unmapped(uint8_t* at) {
+  static const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident(kHugePage / page);
+  if (mincore(at, kHugePage, resident.data()) == 0) return;  // mapped: faulted in as any other
+  void* p = mmap(at, kHugePage, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (p != at) {
+    // A kernel before 4.17 (and valgrind) takes the flag for a hint and maps elsewhere.
+    if (p != MAP_FAILED) munmap(p, kHugePage);
+    throw std::bad_alloc();
+  }
+  madvise(at, kHugePage, MADV_HUGEPAGE);
 }
 
 // A released page not kept: its memory given back, its place mapped read-only (a stray read

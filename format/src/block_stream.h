@@ -120,6 +120,7 @@ class BlockStream final : public ReadHelp {
   void commit_done();
   void commit(const Checked& c, uint64_t written_at);
   void back_pages(uint64_t end);
+  void remap_if_unmapped(uint8_t* at);
   void drop_page(uint64_t at);
   static bool own_dctx(ZSTD_DCtx*& own, const BlockRef& b);
   ZSTD_DCtx* reader_dctx(const BlockRef& b);
@@ -174,7 +175,7 @@ class BlockStream final : public ReadHelp {
   uint64_t released_ = 0;
   uint64_t backed_ = 0;
   bool move_pages_ = true;  // false once a move failed (a kernel before 5.7)
-  BlockResults results_;  // final once every block is committed
+  BlockResults results_;    // final once every block is committed
 };
 
 }  // namespace gpumemshim::format
